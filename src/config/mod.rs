@@ -1,0 +1,361 @@
+//! Typed configuration: built-in defaults → TOML file → `HOOKONCE__SECTION__KEY` environment.
+//!
+//! Loading and validation happen once at startup; every error names the key it is about, so a
+//! bad deployment fails fast with a message an operator can act on.
+
+mod source;
+mod values;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use source::SourceSettings;
+pub use values::{ByteSize, HumanDuration, Secret};
+
+/// The complete configuration of one daemon.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(default)]
+    pub server: ServerSettings,
+    #[serde(default)]
+    pub store: StoreSettings,
+    #[serde(default)]
+    pub sink: SinkSettings,
+    #[serde(default)]
+    pub sources: BTreeMap<String, SourceSettings>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSettings {
+    /// Webhooks, `/healthz` and `/readyz`.
+    pub listen: SocketAddr,
+    /// `GET /metrics`.
+    pub metrics_listen: SocketAddr,
+    pub body_limit: ByteSize,
+    /// Upper bound on handling one request, from its headers to the response.
+    pub request_timeout: HumanDuration,
+    /// Upper bound on receiving a request's headers; a slow client is disconnected after it.
+    pub header_read_timeout: HumanDuration,
+    /// Requests handled at once; beyond it new requests get 503 + `Retry-After`.
+    pub max_in_flight: usize,
+    /// How long SIGTERM waits for in-flight requests before exiting.
+    pub shutdown_timeout: HumanDuration,
+    /// Seconds sent in `Retry-After` with 503 and 409 answers.
+    pub retry_after_secs: u32,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            listen: ([0, 0, 0, 0], 8080).into(),
+            metrics_listen: ([0, 0, 0, 0], 9090).into(),
+            body_limit: ByteSize(1 << 20),
+            request_timeout: secs(10),
+            header_read_timeout: secs(5),
+            max_in_flight: 1024,
+            shutdown_timeout: secs(20),
+            retry_after_secs: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreBackend {
+    Redis,
+    Memory,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSettings {
+    pub backend: StoreBackend,
+    /// May carry a password; shown redacted.
+    pub redis_url: RedisUrl,
+    pub key_prefix: String,
+    /// Upper bound on one Redis call; past it the request answers 503.
+    pub timeout: HumanDuration,
+    /// Start even when Redis's `maxmemory-policy` may evict dedup records.
+    pub allow_eviction: bool,
+    /// Memory backend: most dedup records held at once; when full, new events get 503.
+    pub memory_max_records: usize,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        Self {
+            backend: StoreBackend::Redis,
+            redis_url: RedisUrl("redis://127.0.0.1:6379".to_owned()),
+            key_prefix: "hookonce".to_owned(),
+            timeout: HumanDuration(std::time::Duration::from_millis(500)),
+            allow_eviction: false,
+            memory_max_records: 1_000_000,
+        }
+    }
+}
+
+/// A Redis URL whose password is never printed.
+#[derive(Clone, Deserialize)]
+#[serde(transparent)]
+pub struct RedisUrl(pub String);
+
+impl RedisUrl {
+    /// The URL with any password replaced by `[redacted]`.
+    pub fn redacted(&self) -> String {
+        let url = &self.0;
+        match (url.find("://"), url.rfind('@')) {
+            (Some(scheme_end), Some(at)) if at > scheme_end => {
+                let userinfo = &url[scheme_end + 3..at];
+                let user = userinfo.split(':').next().unwrap_or("");
+                let shown = if userinfo.contains(':') {
+                    format!("{user}:[redacted]")
+                } else {
+                    "[redacted]".to_owned()
+                };
+                format!("{}{}{}", &url[..scheme_end + 3], shown, &url[at..])
+            }
+            _ => url.clone(),
+        }
+    }
+}
+
+impl std::fmt::Debug for RedisUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl Serialize for RedisUrl {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.redacted())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SinkKind {
+    RedisStream,
+    Stdout,
+    File,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SinkSettings {
+    pub kind: SinkKind,
+    /// 0 = never trim; N = `XADD MAXLEN ~ N`, which can drop entries no consumer has read.
+    pub max_len: u64,
+    /// File sink: the JSON-lines file events are appended to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+}
+
+impl Default for SinkSettings {
+    fn default() -> Self {
+        Self {
+            kind: SinkKind::RedisStream,
+            max_len: 0,
+            path: None,
+        }
+    }
+}
+
+fn secs(n: u64) -> HumanDuration {
+    HumanDuration(std::time::Duration::from_secs(n))
+}
+
+/// A configuration problem, always naming the key it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{key}: {problem}")]
+    Invalid { key: String, problem: String },
+    #[error("cannot read configuration file {path}: {problem}")]
+    File { path: PathBuf, problem: String },
+}
+
+impl ConfigError {
+    pub fn invalid(key: impl Into<String>, problem: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            key: key.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// Loads the layered configuration: defaults, then `file` (if any), then the environment.
+pub fn load(file: Option<&Path>) -> Result<Settings, ConfigError> {
+    let mut builder = config::Config::builder();
+    if let Some(path) = file {
+        if !path.is_file() {
+            return Err(ConfigError::File {
+                path: path.to_owned(),
+                problem: "no such file".to_owned(),
+            });
+        }
+        builder = builder.add_source(
+            config::File::from(path)
+                .format(config::FileFormat::Toml)
+                .required(true),
+        );
+    }
+    finish(builder, true, file)
+}
+
+/// Loads `text` (the embedded default) in place of a file, then the environment.
+pub fn load_with_base(text: &str) -> Result<Settings, ConfigError> {
+    let builder = config::Config::builder()
+        .add_source(config::File::from_str(text, config::FileFormat::Toml));
+    finish(builder, true, None)
+}
+
+/// Loads configuration from TOML text alone, without the environment (tests).
+pub fn from_toml(text: &str) -> Result<Settings, ConfigError> {
+    let builder = config::Config::builder()
+        .add_source(config::File::from_str(text, config::FileFormat::Toml));
+    finish(builder, false, None)
+}
+
+fn finish(
+    mut builder: config::ConfigBuilder<config::builder::DefaultState>,
+    environment: bool,
+    file: Option<&Path>,
+) -> Result<Settings, ConfigError> {
+    if environment {
+        builder = builder.add_source(
+            config::Environment::with_prefix("HOOKONCE")
+                .prefix_separator("__")
+                .separator("__")
+                .try_parsing(true),
+        );
+    }
+    let layered = builder.build().map_err(|e| match file {
+        Some(path) => ConfigError::File {
+            path: path.to_owned(),
+            problem: e.to_string(),
+        },
+        None => ConfigError::invalid("(configuration)", e.to_string()),
+    })?;
+    let settings: Settings = serde_path_to_error::deserialize(layered).map_err(|e| {
+        let key = e.path().to_string();
+        let key = if key == "." { "(top level)".to_owned() } else { key };
+        ConfigError::invalid(key, e.into_inner().to_string())
+    })?;
+    settings.validate()?;
+    Ok(settings)
+}
+
+impl Settings {
+    /// Cross-key checks that serde cannot express.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let server = &self.server;
+        if server.body_limit.0 == 0 {
+            return Err(ConfigError::invalid("server.body_limit", "must be above zero"));
+        }
+        if server.max_in_flight == 0 {
+            return Err(ConfigError::invalid("server.max_in_flight", "must be above zero"));
+        }
+        for (key, value) in [
+            ("server.request_timeout", server.request_timeout),
+            ("server.header_read_timeout", server.header_read_timeout),
+            ("store.timeout", self.store.timeout),
+        ] {
+            if value.0.is_zero() {
+                return Err(ConfigError::invalid(key, "must be above zero"));
+            }
+        }
+        if self.store.key_prefix.is_empty() || self.store.key_prefix.contains(['{', '}']) {
+            return Err(ConfigError::invalid(
+                "store.key_prefix",
+                "must be non-empty and contain no braces (they would change the hash slot)",
+            ));
+        }
+        if self.store.backend == StoreBackend::Memory && self.store.memory_max_records == 0 {
+            return Err(ConfigError::invalid("store.memory_max_records", "must be above zero"));
+        }
+        if self.store.backend == StoreBackend::Redis
+            && !(self.store.redis_url.0.starts_with("redis://")
+                || self.store.redis_url.0.starts_with("rediss://")
+                || self.store.redis_url.0.starts_with("redis+unix://")
+                || self.store.redis_url.0.starts_with("unix://"))
+        {
+            return Err(ConfigError::invalid(
+                "store.redis_url",
+                "must start with redis://, rediss:// or unix://",
+            ));
+        }
+        match (self.sink.kind, self.store.backend) {
+            (SinkKind::RedisStream, StoreBackend::Memory) => {
+                return Err(ConfigError::invalid(
+                    "sink.kind",
+                    "redis_stream needs store.backend = \"redis\" (the memory store has no stream)",
+                ))
+            }
+            (SinkKind::Stdout | SinkKind::File, StoreBackend::Redis) => {
+                return Err(ConfigError::invalid(
+                    "sink.kind",
+                    "stdout and file sinks need store.backend = \"memory\"",
+                ))
+            }
+            _ => {}
+        }
+        match (self.sink.kind, &self.sink.path) {
+            (SinkKind::File, None) => {
+                return Err(ConfigError::invalid("sink.path", "required when sink.kind = \"file\""))
+            }
+            (SinkKind::RedisStream | SinkKind::Stdout, Some(_)) => {
+                return Err(ConfigError::invalid("sink.path", "only used when sink.kind = \"file\""))
+            }
+            _ => {}
+        }
+        if self.sources.is_empty() {
+            return Err(ConfigError::invalid("sources", "no source is configured"));
+        }
+        for (name, source) in &self.sources {
+            validate_source_name(name)?;
+            if source.secrets.is_empty() {
+                return Err(ConfigError::invalid(
+                    format!("sources.{name}.secrets"),
+                    "at least one secret is required",
+                ));
+            }
+            if let Some(ttl) = source.dedup_ttl {
+                if ttl.0.as_millis() < 1000 {
+                    return Err(ConfigError::invalid(
+                        format!("sources.{name}.dedup_ttl"),
+                        "must be at least 1s",
+                    ));
+                }
+            }
+            crate::providers::build(name, source)?;
+        }
+        Ok(())
+    }
+
+    /// The effective configuration as TOML, secrets redacted.
+    pub fn to_redacted_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+    }
+}
+
+/// Source names become URL path segments, metric labels and Redis hash tags.
+fn validate_source_name(name: &str) -> Result<(), ConfigError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        && name != "_unknown";
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(
+            format!("sources.{name}"),
+            "source names use 1-64 of a-z, 0-9, '_' and '-'",
+        ))
+    }
+}

@@ -1,0 +1,60 @@
+//! `[sources.NAME]`: one webhook source, its provider and the provider's keys.
+//!
+//! One flat table for every provider keeps unknown keys rejectable by serde; which keys a provider
+//! requires or ignores is checked by the provider's own `from_settings`, naming the key.
+
+use serde::{Deserialize, Serialize};
+
+use super::values::{one_or_many, HumanDuration, Secret};
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSettings {
+    /// Signature scheme: stripe | standard | github | … (see `providers::KNOWN_PROVIDERS`).
+    pub provider: String,
+    /// Signing secrets; several during a rotation. Each is a literal, `env:NAME` or `file:PATH`.
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub secrets: Vec<Secret>,
+    /// Accepted clock skew for schemes that sign a timestamp (provider default when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<HumanDuration>,
+    /// How long an event ID is remembered (provider default when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_ttl: Option<HumanDuration>,
+    /// Redis Stream key for this source (default `<prefix>:{<source>}:events`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<String>,
+    /// Square: the public notification URL, part of the signed string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notification_url: Option<String>,
+    /// JSON pointer to the event ID (adyen_platform, generic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id_pointer: Option<String>,
+    /// JSON pointer to the event type (adyen_platform, generic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub type_pointer: Option<String>,
+    /// Generic: header holding the event ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id_header: Option<String>,
+    /// Generic: header holding the event type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub type_header: Option<String>,
+    /// Generic: header holding the signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature_header: Option<String>,
+    /// Generic: prefix before the signature value, e.g. `sha256=`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature_prefix: Option<String>,
+    /// Generic: sha1 | sha256 | sha512.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+    /// Generic: hex | base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
+    /// Generic: signed-content template from `{body}`, `{timestamp}`, `{id}` and literal text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_content: Option<String>,
+    /// Generic: header holding the signed timestamp (unix seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp_header: Option<String>,
+}

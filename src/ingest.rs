@@ -1,0 +1,304 @@
+//! One request's pipeline, and the one place where outcomes become HTTP answers (DESIGN §2).
+//!
+//! body limit → provider verification over the raw bytes → forward each event → acknowledge.
+//! Every request ends in exactly one [`Reply`]: it is counted, logged once and turned into a
+//! response here, whichever step it stopped at.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+use crate::forward::{Delivery, ForwardError, Forwarded, Forwarder, Target};
+use crate::metrics::{Metrics, SourceMetrics, UNKNOWN_SOURCE};
+use crate::outcome::Outcome;
+use crate::providers::{Ack, Provider, RawRequest, Verified, VerifyError};
+
+/// One configured source, ready to serve.
+pub struct Source {
+    pub provider: Arc<dyn Provider>,
+    pub target: Target,
+    pub metrics: SourceMetrics,
+}
+
+/// The request pipeline shared by every connection.
+pub struct Ingest {
+    sources: HashMap<String, Source>,
+    unknown: SourceMetrics,
+    forwarder: Arc<dyn Forwarder>,
+    metrics: Arc<Metrics>,
+    forward_latency: metrics::Histogram,
+    body_limit: usize,
+    request_timeout: Duration,
+    retry_after: HeaderValue,
+}
+
+/// How a request ended: the outcome that speaks for it, and what to send back.
+struct Reply {
+    outcome: Outcome,
+    ack: Option<Ack>,
+    replayed: bool,
+    /// A handshake answer (Slack's url_verification) sent instead of an acknowledgement.
+    handshake: Option<Bytes>,
+    event_id: Option<String>,
+    events: usize,
+    detail: Option<String>,
+}
+
+impl Reply {
+    fn rejected(outcome: Outcome, detail: impl ToString) -> Self {
+        Self {
+            outcome,
+            ack: None,
+            replayed: false,
+            handshake: None,
+            event_id: None,
+            events: 0,
+            detail: Some(detail.to_string()),
+        }
+    }
+}
+
+impl Ingest {
+    pub fn new(
+        sources: HashMap<String, Source>,
+        forwarder: Arc<dyn Forwarder>,
+        metrics: Arc<Metrics>,
+        body_limit: usize,
+        request_timeout: Duration,
+        retry_after_secs: u32,
+    ) -> Self {
+        let forward_latency = metrics.forward_to(forwarder.sink_label());
+        Self {
+            unknown: metrics.source(UNKNOWN_SOURCE),
+            sources,
+            forwarder,
+            metrics,
+            forward_latency,
+            body_limit,
+            request_timeout,
+            retry_after: HeaderValue::from(retry_after_secs),
+        }
+    }
+
+    pub fn forwarder(&self) -> &Arc<dyn Forwarder> {
+        &self.forwarder
+    }
+
+    /// Answers a request that could not be admitted (too many in flight).
+    pub fn overloaded(&self, source: &str) -> Response {
+        let reply = Reply::rejected(Outcome::Unavailable, "too many requests in flight");
+        self.finish(source, reply, Instant::now())
+    }
+
+    /// Handles `POST /webhooks/{source}`.
+    pub async fn handle(&self, source: &str, headers: HeaderMap, body: Body) -> Response {
+        let started = Instant::now();
+        let reply = match tokio::time::timeout(self.request_timeout, self.pipeline(source, &headers, body)).await {
+            Ok(reply) => reply,
+            Err(_) => Reply::rejected(Outcome::Unavailable, "request timed out"),
+        };
+        self.finish(source, reply, started)
+    }
+
+    async fn pipeline(&self, name: &str, headers: &HeaderMap, body: Body) -> Reply {
+        let Some(source) = self.sources.get(name) else {
+            return Reply::rejected(Outcome::UnknownSource, "no such source");
+        };
+        let body = match self.read_body(headers, body).await {
+            Ok(body) => body,
+            Err(reply) => return reply,
+        };
+        let received_at_ms = unix_ms();
+        let request = RawRequest {
+            headers,
+            body: &body,
+            now_unix: (received_at_ms / 1000) as i64,
+        };
+        let events = match source.provider.verify(&request) {
+            Ok(Verified::Events(events)) => events,
+            Ok(Verified::Handshake(answer)) => {
+                return Reply {
+                    outcome: Outcome::Forwarded,
+                    ack: None,
+                    replayed: false,
+                    handshake: Some(answer),
+                    event_id: None,
+                    events: 0,
+                    detail: Some("handshake answered".to_owned()),
+                }
+            }
+            Err(error) => return Reply::rejected(verify_outcome(&error), error),
+        };
+        if events.is_empty() {
+            return Reply::rejected(Outcome::Malformed, "request carries no event");
+        }
+        let forward = |event| {
+            let delivery = Delivery {
+                target: &source.target,
+                event,
+                received_at_ms,
+            };
+            async move {
+                let started = Instant::now();
+                let result = self.forwarder.forward(delivery).await;
+                self.forward_latency.record(started.elapsed().as_secs_f64());
+                let outcome = forward_outcome(&result);
+                source.metrics.event(outcome);
+                (outcome, result.err())
+            }
+        };
+        let results = if events.len() == 1 {
+            vec![forward(&events[0]).await]
+        } else {
+            futures_util::future::join_all(events.iter().map(forward)).await
+        };
+        let outcome = results
+            .iter()
+            .map(|(o, _)| *o)
+            .max_by_key(|o| o.severity())
+            .expect("at least one event");
+        let detail = results
+            .iter()
+            .find_map(|(_, e)| e.as_ref())
+            .map(error_chain);
+        Reply {
+            outcome,
+            ack: outcome.is_accepted().then(|| source.provider.ack()),
+            replayed: results.iter().all(|(o, _)| *o == Outcome::Duplicate),
+            handshake: None,
+            event_id: Some(events[0].event_id().to_owned()),
+            events: events.len(),
+            detail,
+        }
+    }
+
+    async fn read_body(&self, headers: &HeaderMap, body: Body) -> Result<Bytes, Reply> {
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.body_limit as u64) {
+            return Err(Reply::rejected(Outcome::TooLarge, "declared body over the limit"));
+        }
+        match Limited::new(body, self.body_limit).collect().await {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
+                Err(Reply::rejected(Outcome::TooLarge, "body over the limit"))
+            }
+            Err(error) => Err(Reply::rejected(Outcome::Malformed, format!("cannot read body: {error}"))),
+        }
+    }
+
+    /// Counts, logs and renders one finished request.
+    fn finish(&self, name: &str, reply: Reply, started: Instant) -> Response {
+        let status = status_of(reply.outcome);
+        let (label, metrics) = match self.sources.get(name) {
+            Some(source) => (name, &source.metrics),
+            None => (UNKNOWN_SOURCE, &self.unknown),
+        };
+        // Events that reached the forwarder were counted one by one; a request rejected before
+        // that counts as one event of its outcome.
+        if reply.events == 0 && reply.handshake.is_none() {
+            metrics.event(reply.outcome);
+        }
+        let elapsed = started.elapsed();
+        metrics.request(&self.metrics, reply.outcome, status.as_u16(), elapsed.as_secs_f64());
+        log_request(label, &reply, status, elapsed);
+        self.render(reply, status)
+    }
+
+    fn render(&self, reply: Reply, status: StatusCode) -> Response {
+        if let Some(answer) = reply.handshake {
+            return (status, [(header::CONTENT_TYPE, "application/json")], answer).into_response();
+        }
+        if let Some(ack) = reply.ack {
+            let mut response =
+                (status, [(header::CONTENT_TYPE, ack.content_type)], ack.body).into_response();
+            if reply.replayed {
+                response
+                    .headers_mut()
+                    .insert("idempotency-replayed", HeaderValue::from_static("true"));
+            }
+            return response;
+        }
+        let body = format!("{{\"error\":\"{}\"}}", reply.outcome.label());
+        let mut response = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        if matches!(reply.outcome, Outcome::Unavailable | Outcome::InFlight) {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, self.retry_after.clone());
+        }
+        response
+    }
+}
+
+/// The HTTP status of every outcome (DESIGN §2). The only such mapping in the code.
+pub fn status_of(outcome: Outcome) -> StatusCode {
+    match outcome {
+        Outcome::Forwarded | Outcome::Duplicate => StatusCode::OK,
+        Outcome::InFlight => StatusCode::CONFLICT,
+        Outcome::PayloadMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+        Outcome::InvalidSignature | Outcome::StaleTimestamp => StatusCode::UNAUTHORIZED,
+        Outcome::Malformed => StatusCode::BAD_REQUEST,
+        Outcome::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        Outcome::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Outcome::UnknownSource => StatusCode::NOT_FOUND,
+    }
+}
+
+fn verify_outcome(error: &VerifyError) -> Outcome {
+    match error {
+        VerifyError::MissingHeader(_) | VerifyError::GarbledHeader(_) | VerifyError::BadSignature => {
+            Outcome::InvalidSignature
+        }
+        VerifyError::StaleTimestamp => Outcome::StaleTimestamp,
+        VerifyError::Malformed(_) => Outcome::Malformed,
+    }
+}
+
+fn forward_outcome(result: &Result<Forwarded, ForwardError>) -> Outcome {
+    match result {
+        Ok(Forwarded::New { .. }) => Outcome::Forwarded,
+        Ok(Forwarded::Duplicate { .. }) => Outcome::Duplicate,
+        Ok(Forwarded::Mismatch) => Outcome::PayloadMismatch,
+        Ok(Forwarded::InFlight) => Outcome::InFlight,
+        Err(_) => Outcome::Unavailable,
+    }
+}
+
+/// An error and its causes on one line, for logs.
+fn error_chain(error: &ForwardError) -> String {
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(error);
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    text
+}
+
+fn log_request(source: &str, reply: &Reply, status: StatusCode, elapsed: Duration) {
+    let latency_ms = elapsed.as_secs_f64() * 1000.0;
+    let event_id = reply.event_id.as_deref().unwrap_or("");
+    let outcome = reply.outcome.label();
+    let status = status.as_u16();
+    let detail = reply.detail.as_deref().unwrap_or("");
+    if reply.outcome == Outcome::Unavailable {
+        tracing::warn!(message = "Webhook not acknowledged.", source, event_id, events = reply.events, outcome, status, latency_ms, detail);
+    } else {
+        tracing::info!(message = "Webhook handled.", source, event_id, events = reply.events, outcome, status, latency_ms, detail);
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

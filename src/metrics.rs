@@ -1,0 +1,175 @@
+//! Every metric name in one place (DESIGN §6), with handles registered up front.
+//!
+//! Handles are registered once per source at startup, so the request path never formats a label
+//! or looks up a key. Each application owns its own Prometheus recorder rather than the global
+//! one, which keeps applications started side by side (tests, benchmarks) from sharing counters.
+
+use std::sync::Arc;
+
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+
+use crate::outcome::Outcome;
+
+pub const EVENTS_TOTAL: &str = "hookonce_events_total";
+pub const DUPLICATE_HITS_TOTAL: &str = "hookonce_duplicate_hits_total";
+pub const HTTP_REQUESTS_TOTAL: &str = "hookonce_http_requests_total";
+pub const REQUEST_DURATION_SECONDS: &str = "hookonce_request_duration_seconds";
+pub const STORE_DURATION_SECONDS: &str = "hookonce_store_duration_seconds";
+pub const FORWARD_DURATION_SECONDS: &str = "hookonce_forward_duration_seconds";
+pub const BUILD_INFO: &str = "hookonce_build_info";
+
+/// Label value for requests whose source is not configured.
+pub const UNKNOWN_SOURCE: &str = "_unknown";
+
+/// Status codes the daemon answers on webhook routes; others are registered on first use.
+const KNOWN_STATUSES: [u16; 9] = [200, 400, 401, 404, 409, 413, 422, 500, 503];
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// The application's recorder and its text exposition.
+pub struct Metrics {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Self> {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), LATENCY_BUCKETS)
+            .expect("bucket list is non-empty")
+            .build_recorder();
+        let handle = recorder.handle();
+        let metrics = Self { recorder, handle };
+        metrics.describe();
+        metrics
+            .gauge(BUILD_INFO, vec![Label::new("version", env!("CARGO_PKG_VERSION"))])
+            .set(1.0);
+        Arc::new(metrics)
+    }
+
+    fn describe(&self) {
+        let help: [(&'static str, Unit, &'static str); 7] = [
+            (EVENTS_TOTAL, Unit::Count, "Events by source and outcome."),
+            (DUPLICATE_HITS_TOTAL, Unit::Count, "Duplicate deliveries absorbed."),
+            (HTTP_REQUESTS_TOTAL, Unit::Count, "Webhook requests by source and status."),
+            (REQUEST_DURATION_SECONDS, Unit::Seconds, "Webhook request latency."),
+            (STORE_DURATION_SECONDS, Unit::Seconds, "Latency of store operations."),
+            (FORWARD_DURATION_SECONDS, Unit::Seconds, "Latency of forwarding one event."),
+            (BUILD_INFO, Unit::Count, "Build information."),
+        ];
+        for (name, unit, text) in help {
+            let name = KeyName::from_const_str(name);
+            let text = SharedString::const_str(text);
+            match unit {
+                Unit::Seconds => self.recorder.describe_histogram(name, Some(unit), text),
+                _ if name.as_str() == BUILD_INFO => self.recorder.describe_gauge(name, None, text),
+                _ => self.recorder.describe_counter(name, None, text),
+            }
+        }
+    }
+
+    /// The Prometheus text format of every metric.
+    pub fn render(&self) -> String {
+        self.handle.render()
+    }
+
+    pub fn counter(&self, name: &'static str, labels: Vec<Label>) -> Counter {
+        self.recorder
+            .register_counter(&Key::from_parts(name, labels), &metadata())
+    }
+
+    pub fn gauge(&self, name: &'static str, labels: Vec<Label>) -> Gauge {
+        self.recorder
+            .register_gauge(&Key::from_parts(name, labels), &metadata())
+    }
+
+    pub fn histogram(&self, name: &'static str, labels: Vec<Label>) -> Histogram {
+        self.recorder
+            .register_histogram(&Key::from_parts(name, labels), &metadata())
+    }
+
+    /// Handles for one source's events and requests.
+    pub fn source(&self, source: &str) -> SourceMetrics {
+        let label = || Label::new("source", source.to_owned());
+        let per_outcome = |name| {
+            Outcome::ALL.map(|o| {
+                self.counter(name, vec![label(), Label::new("outcome", o.label())])
+            })
+        };
+        let durations = Outcome::ALL.map(|o| {
+            self.histogram(
+                REQUEST_DURATION_SECONDS,
+                vec![label(), Label::new("outcome", o.label())],
+            )
+        });
+        let statuses = KNOWN_STATUSES.map(|status| {
+            (
+                status,
+                self.counter(
+                    HTTP_REQUESTS_TOTAL,
+                    vec![label(), Label::new("status", status.to_string())],
+                ),
+            )
+        });
+        SourceMetrics {
+            source: source.to_owned(),
+            events: per_outcome(EVENTS_TOTAL),
+            duplicate_hits: self.counter(DUPLICATE_HITS_TOTAL, vec![label()]),
+            durations,
+            statuses,
+        }
+    }
+
+    /// A latency histogram for a store operation (`op` = forward, claim, ping, …).
+    pub fn store_op(&self, op: &'static str) -> Histogram {
+        self.histogram(STORE_DURATION_SECONDS, vec![Label::new("op", op)])
+    }
+
+    /// A latency histogram for forwarding to a sink.
+    pub fn forward_to(&self, sink: &'static str) -> Histogram {
+        self.histogram(FORWARD_DURATION_SECONDS, vec![Label::new("sink", sink)])
+    }
+}
+
+fn metadata() -> Metadata<'static> {
+    Metadata::new(module_path!(), metrics::Level::INFO, None)
+}
+
+/// Pre-registered handles for one source (or for `_unknown`).
+pub struct SourceMetrics {
+    source: String,
+    events: [Counter; Outcome::ALL.len()],
+    duplicate_hits: Counter,
+    durations: [Histogram; Outcome::ALL.len()],
+    statuses: [(u16, Counter); KNOWN_STATUSES.len()],
+}
+
+impl SourceMetrics {
+    /// Counts one event's outcome (and the duplicate headline counter).
+    pub fn event(&self, outcome: Outcome) {
+        self.events[outcome.index()].increment(1);
+        if outcome == Outcome::Duplicate {
+            self.duplicate_hits.increment(1);
+        }
+    }
+
+    /// Counts one finished request.
+    pub fn request(&self, metrics: &Metrics, outcome: Outcome, status: u16, seconds: f64) {
+        self.durations[outcome.index()].record(seconds);
+        match self.statuses.iter().find(|(s, _)| *s == status) {
+            Some((_, counter)) => counter.increment(1),
+            None => metrics
+                .counter(
+                    HTTP_REQUESTS_TOTAL,
+                    vec![
+                        Label::new("source", self.source.clone()),
+                        Label::new("status", status.to_string()),
+                    ],
+                )
+                .increment(1),
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! The outcomes of DESIGN §2: one per event, used as the `outcome` metric label.
+
+/// What happened to one event (or to a request that never got as far as an event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Outcome {
+    Forwarded,
+    Duplicate,
+    InFlight,
+    PayloadMismatch,
+    InvalidSignature,
+    StaleTimestamp,
+    Malformed,
+    TooLarge,
+    Unavailable,
+    UnknownSource,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 10] = [
+        Outcome::Forwarded,
+        Outcome::Duplicate,
+        Outcome::InFlight,
+        Outcome::PayloadMismatch,
+        Outcome::InvalidSignature,
+        Outcome::StaleTimestamp,
+        Outcome::Malformed,
+        Outcome::TooLarge,
+        Outcome::Unavailable,
+        Outcome::UnknownSource,
+    ];
+
+    /// The metric label and the `error` field of rejection bodies.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Forwarded => "forwarded",
+            Outcome::Duplicate => "duplicate",
+            Outcome::InFlight => "in_flight",
+            Outcome::PayloadMismatch => "payload_mismatch",
+            Outcome::InvalidSignature => "invalid_signature",
+            Outcome::StaleTimestamp => "stale_timestamp",
+            Outcome::Malformed => "malformed",
+            Outcome::TooLarge => "too_large",
+            Outcome::Unavailable => "unavailable",
+            Outcome::UnknownSource => "unknown_source",
+        }
+    }
+
+    /// Position in `ALL`, for arrays of pre-registered metric handles.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The event reached the queue, now or earlier: the provider may stop retrying.
+    pub fn is_accepted(self) -> bool {
+        matches!(self, Outcome::Forwarded | Outcome::Duplicate)
+    }
+
+    /// Which outcome speaks for a request carrying several events: the one the provider must act on.
+    /// A retryable failure outranks a permanent one, which outranks success, so that a batch is
+    /// acknowledged only when every event is in the queue.
+    pub fn severity(self) -> u8 {
+        match self {
+            Outcome::Forwarded => 0,
+            Outcome::Duplicate => 1,
+            Outcome::PayloadMismatch => 2,
+            Outcome::InFlight => 3,
+            Outcome::Unavailable => 4,
+            _ => 5,
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! Providers turn one raw webhook request into verified events, or say why they cannot.
+//!
+//! A provider is a pure function of (headers, raw body, secrets, current time): it performs no I/O and
+//! reads no clock, so every scheme is unit-testable against the official vectors. The only way to
+//! obtain a [`VerifiedEvent`] is through a provider's `verify`, because its constructor is private to
+//! this module tree: nothing downstream of `providers/` can ever see an unverified request.
+
+mod github;
+mod secrets;
+mod signing;
+mod standard;
+mod stripe;
+#[cfg(test)]
+mod testing;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::HeaderMap;
+
+use crate::config::{ConfigError, SourceSettings};
+
+pub use secrets::decode_secrets;
+
+/// Longest event ID we accept, in bytes (DESIGN §4: IDs are used verbatim in Redis keys).
+pub const MAX_EVENT_ID_LEN: usize = 255;
+
+/// What a provider sees of one HTTP request.
+#[derive(Clone, Copy)]
+pub struct RawRequest<'a> {
+    pub headers: &'a HeaderMap,
+    pub body: &'a Bytes,
+    /// Current time as unix seconds, passed in so that providers stay pure.
+    pub now_unix: i64,
+}
+
+/// One event whose signature has been checked. Only providers can construct it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedEvent {
+    event_id: String,
+    event_type: String,
+    body: Bytes,
+}
+
+impl VerifiedEvent {
+    /// Builds an event after its request passed verification; rejects IDs that cannot be keys.
+    pub(crate) fn new(
+        event_id: impl Into<String>,
+        event_type: impl Into<String>,
+        body: Bytes,
+    ) -> Result<Self, VerifyError> {
+        let event_id = event_id.into();
+        validate_event_id(&event_id)?;
+        let mut event_type = event_type.into();
+        // The type is informational; keep it bounded and printable rather than rejecting the event.
+        if event_type.len() > MAX_EVENT_ID_LEN || event_type.chars().any(char::is_control) {
+            event_type.clear();
+        }
+        Ok(Self {
+            event_id,
+            event_type,
+            body,
+        })
+    }
+
+    pub fn event_id(&self) -> &str {
+        &self.event_id
+    }
+
+    pub fn event_type(&self) -> &str {
+        &self.event_type
+    }
+
+    /// The bytes that are forwarded: the raw request body, or one item's slice of it for batches.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+}
+
+/// The result of verifying a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verified {
+    /// One or more events to deduplicate and forward (several for batching providers such as Adyen).
+    Events(Vec<VerifiedEvent>),
+    /// A handshake the provider expects answered directly (Slack's `url_verification`); nothing is
+    /// forwarded. The bytes are the JSON response body.
+    Handshake(Bytes),
+}
+
+/// Why a request was rejected. Each variant maps to one outcome of DESIGN §2.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("missing header {0}")]
+    MissingHeader(&'static str),
+    #[error("signature header {0} is not in the expected format")]
+    GarbledHeader(&'static str),
+    #[error("no signature matches any configured secret")]
+    BadSignature,
+    #[error("signed timestamp is outside the tolerance")]
+    StaleTimestamp,
+    #[error("malformed request: {0}")]
+    Malformed(&'static str),
+}
+
+/// Acknowledgement a provider expects for an accepted delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ack {
+    pub content_type: &'static str,
+    pub body: &'static str,
+}
+
+/// The default acknowledgement: a small JSON object.
+pub const JSON_ACK: Ack = Ack {
+    content_type: "application/json",
+    body: "{\"received\":true}",
+};
+
+/// Inputs to `sign`, for `hookonce sign` and the load generator.
+#[derive(Debug, Clone, Default)]
+pub struct SignOptions {
+    /// Event ID for schemes that carry it in a header (ignored where the ID lives in the body).
+    pub event_id: Option<String>,
+    /// Event type for schemes that carry it in a header.
+    pub event_type: Option<String>,
+    pub now_unix: i64,
+}
+
+/// One signature scheme, configured for one source.
+pub trait Provider: Send + Sync + 'static {
+    /// The provider's name as written in `provider = "…"`, and as stored in the stream entry.
+    fn name(&self) -> &'static str;
+
+    /// Checks the request and extracts its events. Must not do I/O.
+    fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError>;
+
+    /// What to answer once every event is forwarded or a duplicate.
+    fn ack(&self) -> Ack {
+        JSON_ACK
+    }
+
+    /// Headers the provider would send with `body`, signed with the first configured secret.
+    fn sign(&self, body: &[u8], options: &SignOptions) -> Vec<(String, String)>;
+}
+
+/// Builds the provider for one configured source, validating its provider-specific keys.
+pub fn build(source: &str, settings: &SourceSettings) -> Result<Arc<dyn Provider>, ConfigError> {
+    let key = |k: &str| format!("sources.{source}.{k}");
+    match settings.provider.as_str() {
+        "stripe" => Ok(Arc::new(stripe::Stripe::from_settings(source, settings)?)),
+        "standard" => Ok(Arc::new(standard::Standard::from_settings(
+            source, settings,
+        )?)),
+        "github" => Ok(Arc::new(github::GitHub::from_settings(source, settings)?)),
+        other => Err(ConfigError::invalid(
+            key("provider"),
+            format!(
+                "unknown provider {other:?} (known: {})",
+                KNOWN_PROVIDERS.join(", ")
+            ),
+        )),
+    }
+}
+
+/// Every provider name `build` accepts.
+pub const KNOWN_PROVIDERS: &[&str] = &["stripe", "standard", "github"];
+
+/// Default dedup window for a provider: its retry horizon plus a margin.
+pub fn default_dedup_ttl(provider: &str) -> Duration {
+    const HOUR: u64 = 3600;
+    let hours = match provider {
+        // Stripe retries live events for up to 3 days; one day of margin.
+        "stripe" => 4 * 24,
+        // GitHub lets operators redeliver for 3 days; one day of margin.
+        "github" => 4 * 24,
+        // Svix's schedule ends about 28 hours after the first attempt; the rest is margin.
+        "standard" => 3 * 24,
+        _ => 7 * 24,
+    };
+    Duration::from_secs(hours * HOUR)
+}
+
+/// Checks that an event ID can be used verbatim as part of a Redis key.
+pub fn validate_event_id(id: &str) -> Result<(), VerifyError> {
+    if id.is_empty() {
+        return Err(VerifyError::Malformed("event ID is empty"));
+    }
+    if id.len() > MAX_EVENT_ID_LEN {
+        return Err(VerifyError::Malformed("event ID is longer than 255 bytes"));
+    }
+    if id.chars().any(char::is_control) {
+        return Err(VerifyError::Malformed(
+            "event ID contains control characters",
+        ));
+    }
+    Ok(())
+}
+
+/// Keys of `[sources.NAME]` that every provider understands.
+const COMMON_KEYS: &[&str] = &["provider", "secrets", "dedup_ttl", "stream"];
+
+/// Rejects any configured provider-specific key that is not in `used`, naming it.
+///
+/// A key that a provider silently ignores is a misconfiguration waiting to surprise someone (a
+/// `notification_url` on a Stripe source suggests the operator meant another provider), so every
+/// provider's `from_settings` calls this first.
+pub(crate) fn reject_unused_keys(
+    source: &str,
+    settings: &SourceSettings,
+    used: &[&str],
+) -> Result<(), ConfigError> {
+    // Unset options are skipped when serializing, so the object's keys are exactly the keys that
+    // were configured, and a key added to `SourceSettings` later is covered without touching this.
+    let configured = serde_json::to_value(settings)
+        .map_err(|e| ConfigError::invalid(format!("sources.{source}"), e.to_string()))?;
+    let Some(configured) = configured.as_object() else {
+        return Ok(());
+    };
+    for key in configured.keys() {
+        if !COMMON_KEYS.contains(&key.as_str()) && !used.contains(&key.as_str()) {
+            let uses = if used.is_empty() {
+                "none".to_owned()
+            } else {
+                used.join(", ")
+            };
+            return Err(ConfigError::invalid(
+                format!("sources.{source}.{key}"),
+                format!(
+                    "is not used by provider {:?} (its own keys: {uses})",
+                    settings.provider
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Deserializes a body that must be a JSON object, or returns `None`.
+///
+/// Serde would also build a struct from a JSON array (positionally); requiring `{` first keeps
+/// `["evt_1"]` from passing as an event whose ID is `evt_1`.
+pub(crate) fn json_object<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> Option<T> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace())?;
+    if *first != b'{' {
+        return None;
+    }
+    serde_json::from_slice(body).ok()
+}
+
+/// Returns a header's value as text, or the error that names it.
+pub(crate) fn header<'a>(
+    headers: &'a HeaderMap,
+    name: &'static str,
+) -> Result<&'a str, VerifyError> {
+    let value = headers.get(name).ok_or(VerifyError::MissingHeader(name))?;
+    value.to_str().map_err(|_| VerifyError::GarbledHeader(name))
+}

@@ -86,6 +86,11 @@ impl Ingest {
         }
     }
 
+    /// Where a configured source's events go.
+    pub fn target(&self, source: &str) -> Option<&Target> {
+        self.sources.get(source).map(|s| &s.target)
+    }
+
     pub fn forwarder(&self) -> &Arc<dyn Forwarder> {
         &self.forwarder
     }
@@ -99,10 +104,13 @@ impl Ingest {
     /// Handles `POST /webhooks/{source}`.
     pub async fn handle(&self, source: &str, headers: HeaderMap, body: Body) -> Response {
         let started = Instant::now();
-        let reply = match tokio::time::timeout(self.request_timeout, self.pipeline(source, &headers, body)).await {
-            Ok(reply) => reply,
-            Err(_) => Reply::rejected(Outcome::Unavailable, "request timed out"),
-        };
+        let reply =
+            match tokio::time::timeout(self.request_timeout, self.pipeline(source, &headers, body))
+                .await
+            {
+                Ok(reply) => reply,
+                Err(_) => Reply::rejected(Outcome::Unavailable, "request timed out"),
+            };
         self.finish(source, reply, started)
     }
 
@@ -184,14 +192,20 @@ impl Ingest {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
         if declared.is_some_and(|n| n > self.body_limit as u64) {
-            return Err(Reply::rejected(Outcome::TooLarge, "declared body over the limit"));
+            return Err(Reply::rejected(
+                Outcome::TooLarge,
+                "declared body over the limit",
+            ));
         }
         match Limited::new(body, self.body_limit).collect().await {
             Ok(collected) => Ok(collected.to_bytes()),
             Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
                 Err(Reply::rejected(Outcome::TooLarge, "body over the limit"))
             }
-            Err(error) => Err(Reply::rejected(Outcome::Malformed, format!("cannot read body: {error}"))),
+            Err(error) => Err(Reply::rejected(
+                Outcome::Malformed,
+                format!("cannot read body: {error}"),
+            )),
         }
     }
 
@@ -208,7 +222,12 @@ impl Ingest {
             metrics.event(reply.outcome);
         }
         let elapsed = started.elapsed();
-        metrics.request(&self.metrics, reply.outcome, status.as_u16(), elapsed.as_secs_f64());
+        metrics.request(
+            &self.metrics,
+            reply.outcome,
+            status.as_u16(),
+            elapsed.as_secs_f64(),
+        );
         log_request(label, &reply, status, elapsed);
         self.render(reply, status)
     }
@@ -228,7 +247,8 @@ impl Ingest {
             return response;
         }
         let body = format!("{{\"error\":\"{}\"}}", reply.outcome.label());
-        let mut response = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        let mut response =
+            (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
         if matches!(reply.outcome, Outcome::Unavailable | Outcome::InFlight) {
             response
                 .headers_mut()
@@ -254,9 +274,9 @@ pub fn status_of(outcome: Outcome) -> StatusCode {
 
 fn verify_outcome(error: &VerifyError) -> Outcome {
     match error {
-        VerifyError::MissingHeader(_) | VerifyError::GarbledHeader(_) | VerifyError::BadSignature => {
-            Outcome::InvalidSignature
-        }
+        VerifyError::MissingHeader(_)
+        | VerifyError::GarbledHeader(_)
+        | VerifyError::BadSignature => Outcome::InvalidSignature,
         VerifyError::StaleTimestamp => Outcome::StaleTimestamp,
         VerifyError::Malformed(_) => Outcome::Malformed,
     }
@@ -291,9 +311,27 @@ fn log_request(source: &str, reply: &Reply, status: StatusCode, elapsed: Duratio
     let status = status.as_u16();
     let detail = reply.detail.as_deref().unwrap_or("");
     if reply.outcome == Outcome::Unavailable {
-        tracing::warn!(message = "Webhook not acknowledged.", source, event_id, events = reply.events, outcome, status, latency_ms, detail);
+        tracing::warn!(
+            message = "Webhook not acknowledged.",
+            source,
+            event_id,
+            events = reply.events,
+            outcome,
+            status,
+            latency_ms,
+            detail
+        );
     } else {
-        tracing::info!(message = "Webhook handled.", source, event_id, events = reply.events, outcome, status, latency_ms, detail);
+        tracing::info!(
+            message = "Webhook handled.",
+            source,
+            event_id,
+            events = reply.events,
+            outcome,
+            status,
+            latency_ms,
+            detail
+        );
     }
 }
 

@@ -1,0 +1,321 @@
+//! The behavioural suite of DESIGN §2, run against a real redis-server and the memory store alike.
+
+mod common;
+
+use common::{now, now_unix, stripe_body, with_id, Backend, Extra, TestApp};
+use hookonce::providers::SignOptions;
+
+async fn forwarded_then_duplicate_replays_the_first_ack(backend: Backend) {
+    let t = TestApp::start(backend).await;
+    let body = stripe_body("evt_replay_1", 1500);
+    let first = t.deliver("stripe", &body, &now()).await;
+    assert_eq!(first.status(), 200);
+    assert!(first.headers().get("idempotency-replayed").is_none());
+    let first_body = first.text().await.unwrap();
+
+    let second = t.deliver("stripe", &body, &now()).await;
+    assert_eq!(second.status(), 200);
+    assert_eq!(second.headers()["idempotency-replayed"], "true");
+    assert_eq!(second.text().await.unwrap(), first_body);
+
+    let entries = t.entries("stripe");
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].0, "evt_replay_1");
+    assert_eq!(entries[0].1, body);
+    assert_eq!(
+        t.metric(r#"hookonce_events_total{source="stripe",outcome="forwarded"}"#)
+            .await,
+        1.0
+    );
+    assert_eq!(
+        t.metric(r#"hookonce_events_total{source="stripe",outcome="duplicate"}"#)
+            .await,
+        1.0
+    );
+    assert_eq!(
+        t.metric(r#"hookonce_duplicate_hits_total{source="stripe"}"#)
+            .await,
+        1.0
+    );
+    assert_eq!(
+        t.metric(r#"hookonce_http_requests_total{source="stripe",status="200"}"#)
+            .await,
+        2.0
+    );
+}
+
+async fn same_id_with_another_payload_is_a_mismatch(backend: Backend) {
+    let t = TestApp::start(backend).await;
+    assert_eq!(
+        t.deliver("stripe", &stripe_body("evt_mm", 300), &now())
+            .await
+            .status(),
+        200
+    );
+    let stored = t.stored();
+    let response = t
+        .deliver("stripe", &stripe_body("evt_mm", 400), &now())
+        .await;
+    assert_eq!(response.status(), 422);
+    assert_eq!(
+        response.text().await.unwrap(),
+        r#"{"error":"payload_mismatch"}"#
+    );
+    assert_eq!(t.entries("stripe").len(), 1);
+    assert_eq!(t.stored(), stored);
+    assert_eq!(
+        t.metric(r#"hookonce_events_total{source="stripe",outcome="payload_mismatch"}"#)
+            .await,
+        1.0
+    );
+}
+
+/// Every rejection answers its documented status, writes nothing and is counted.
+async fn rejections_write_nothing_and_are_counted(backend: Backend) {
+    let t = TestApp::start_with(
+        backend,
+        Extra {
+            server: "body_limit = \"4KiB\"\n".into(),
+            ..Extra::default()
+        },
+    )
+    .await;
+    let stored = t.stored();
+    let body = stripe_body("evt_reject", 500);
+    let signed = t.sign("stripe", &body, &now());
+
+    // invalid_signature: tampered body, wrong signature, missing header.
+    let mut tampered = body.clone();
+    tampered[40] ^= 1;
+    let r = t.post("stripe", &tampered, &signed).await;
+    assert_eq!(r.status(), 401);
+    assert_eq!(r.text().await.unwrap(), r#"{"error":"invalid_signature"}"#);
+    let r = t.post("stripe", &body, &[]).await;
+    assert_eq!(r.status(), 401);
+    let garbled = vec![("Stripe-Signature".to_owned(), "t=abc,v1=zz".to_owned())];
+    assert_eq!(t.post("stripe", &body, &garbled).await.status(), 401);
+
+    // stale_timestamp: signed an hour ago.
+    let old = SignOptions {
+        now_unix: now_unix() - 3600,
+        ..SignOptions::default()
+    };
+    let r = t.deliver("stripe", &body, &old).await;
+    assert_eq!(r.status(), 401);
+    assert_eq!(r.text().await.unwrap(), r#"{"error":"stale_timestamp"}"#);
+
+    // malformed: correctly signed, but not a Stripe event; IDs too long or with control characters.
+    assert_eq!(t.deliver("stripe", b"not json", &now()).await.status(), 400);
+    assert_eq!(
+        t.deliver("stripe", br#"{"type":"x"}"#, &now())
+            .await
+            .status(),
+        400
+    );
+    let long_id = "e".repeat(256);
+    assert_eq!(
+        t.deliver("stripe", &stripe_body(&long_id, 100), &now())
+            .await
+            .status(),
+        400
+    );
+    assert_eq!(
+        t.deliver("stripe", &stripe_body("evt\\u0007bell", 100), &now())
+            .await
+            .status(),
+        400
+    );
+    assert_eq!(
+        t.deliver("github", b"{}", &with_id(&"g".repeat(256)))
+            .await
+            .status(),
+        400
+    );
+
+    // too_large: over the 4 KiB limit, declared or streamed.
+    let big = stripe_body("evt_big", 5000);
+    let r = t.deliver("stripe", &big, &now()).await;
+    assert_eq!(r.status(), 413);
+    assert_eq!(r.text().await.unwrap(), r#"{"error":"too_large"}"#);
+
+    // unknown_source.
+    let r = t.post("nope", &body, &signed).await;
+    assert_eq!(r.status(), 404);
+    assert_eq!(r.text().await.unwrap(), r#"{"error":"unknown_source"}"#);
+
+    assert_eq!(t.stored(), stored, "a rejected request wrote to the store");
+    assert!(t.entries("stripe").is_empty());
+    for (series, count) in [
+        (
+            r#"hookonce_events_total{source="stripe",outcome="invalid_signature"}"#,
+            3.0,
+        ),
+        (
+            r#"hookonce_events_total{source="stripe",outcome="stale_timestamp"}"#,
+            1.0,
+        ),
+        (
+            r#"hookonce_events_total{source="stripe",outcome="malformed"}"#,
+            4.0,
+        ),
+        (
+            r#"hookonce_events_total{source="github",outcome="malformed"}"#,
+            1.0,
+        ),
+        (
+            r#"hookonce_events_total{source="stripe",outcome="too_large"}"#,
+            1.0,
+        ),
+        (
+            r#"hookonce_events_total{source="_unknown",outcome="unknown_source"}"#,
+            1.0,
+        ),
+        (
+            r#"hookonce_http_requests_total{source="stripe",status="401"}"#,
+            4.0,
+        ),
+        (
+            r#"hookonce_http_requests_total{source="_unknown",status="404"}"#,
+            1.0,
+        ),
+    ] {
+        assert_eq!(t.metric(series).await, count, "{series}");
+    }
+}
+
+async fn concurrent_deliveries_of_one_event_forward_once(backend: Backend) {
+    let t = std::sync::Arc::new(TestApp::start(backend).await);
+    let body = stripe_body("evt_race", 1500);
+    let mut tasks = Vec::new();
+    for _ in 0..64 {
+        let t = std::sync::Arc::clone(&t);
+        let body = body.clone();
+        tasks.push(tokio::spawn(async move {
+            t.deliver("stripe", &body, &now()).await.status()
+        }));
+    }
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), 200);
+    }
+    assert_eq!(t.entries("stripe").len(), 1);
+    assert_eq!(
+        t.metric(r#"hookonce_events_total{source="stripe",outcome="forwarded"}"#)
+            .await,
+        1.0
+    );
+    assert_eq!(
+        t.metric(r#"hookonce_events_total{source="stripe",outcome="duplicate"}"#)
+            .await,
+        63.0
+    );
+}
+
+async fn thousand_events_three_deliveries_each(backend: Backend) {
+    let t = std::sync::Arc::new(TestApp::start(backend).await);
+    let bodies: Vec<Vec<u8>> = (0..1000)
+        .map(|i| stripe_body(&format!("evt_bulk_{i:04}"), 1500))
+        .collect();
+    let bodies = std::sync::Arc::new(bodies);
+    let mut tasks = Vec::new();
+    for worker in 0..16 {
+        let t = std::sync::Arc::clone(&t);
+        let bodies = std::sync::Arc::clone(&bodies);
+        tasks.push(tokio::spawn(async move {
+            for round in 0..3 {
+                for i in (worker..1000).step_by(16) {
+                    let status = t
+                        .deliver("stripe", &bodies[(i + round * 7) % 1000], &now())
+                        .await
+                        .status();
+                    assert_eq!(status, 200);
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let mut entries = t.entries("stripe");
+    assert_eq!(entries.len(), 1000);
+    entries.sort();
+    for (i, (id, body)) in entries.iter().enumerate() {
+        assert_eq!(id, &format!("evt_bulk_{i:04}"));
+        assert_eq!(body, &bodies[i], "body of {id} is not byte-identical");
+    }
+    assert_eq!(
+        t.metric(r#"hookonce_duplicate_hits_total{source="stripe"}"#)
+            .await,
+        2000.0
+    );
+}
+
+async fn header_carried_ids_deduplicate_across_resigned_retries(backend: Backend) {
+    let t = TestApp::start(backend).await;
+    let body = br#"{"type":"invoice.paid","data":{"n":1}}"#;
+    for _ in 0..3 {
+        assert_eq!(
+            t.deliver("standard", body, &with_id("msg_2abc"))
+                .await
+                .status(),
+            200
+        );
+        assert_eq!(
+            t.deliver("github", body, &with_id("8f1e-delivery"))
+                .await
+                .status(),
+            200
+        );
+    }
+    assert_eq!(t.entries("standard").len(), 1);
+    assert_eq!(t.entries("github").len(), 1);
+    assert_eq!(t.entries("standard")[0].0, "msg_2abc");
+}
+
+async fn records_expire_after_the_dedup_ttl(backend: Backend) {
+    let t = TestApp::start_with(
+        backend,
+        Extra {
+            sources:
+                "[sources.short]\nprovider = \"github\"\nsecrets = [\"s\"]\ndedup_ttl = \"1s\"\n"
+                    .into(),
+            ..Extra::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        t.deliver("short", b"{}", &with_id("once")).await.status(),
+        200
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // Await the condition: redeliver until the record has expired and the event is forwarded again.
+    loop {
+        let response = t.deliver("short", b"{}", &with_id("once")).await;
+        assert_eq!(response.status(), 200);
+        if response.headers().get("idempotency-replayed").is_none() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "record never expired");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(t.entries("short").len(), 2);
+}
+
+async fn health_and_readiness(backend: Backend) {
+    let t = TestApp::start(backend).await;
+    let get = |path: &str| t.client.get(t.url(path)).send();
+    assert_eq!(get("/healthz").await.unwrap().status(), 200);
+    assert_eq!(get("/readyz").await.unwrap().status(), 200);
+    let metrics = t.metrics().await;
+    assert!(metrics.contains("hookonce_build_info{version=\""));
+}
+
+both_backends!(
+    forwarded_then_duplicate_replays_the_first_ack,
+    same_id_with_another_payload_is_a_mismatch,
+    rejections_write_nothing_and_are_counted,
+    concurrent_deliveries_of_one_event_forward_once,
+    thousand_events_three_deliveries_each,
+    header_carried_ids_deduplicate_across_resigned_retries,
+    records_expire_after_the_dedup_ttl,
+    health_and_readiness,
+);

@@ -1,0 +1,122 @@
+//! A real `redis-server` on a free loopback port, owned by one test.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A redis-server child process; killed when dropped.
+pub struct RedisServer {
+    child: Option<Child>,
+    pub port: u16,
+    dir: tempfile::TempDir,
+    extra: Vec<String>,
+}
+
+/// Finds `redis-server`; fails loudly (never skips) when it is missing.
+pub fn redis_binary() -> PathBuf {
+    for candidate in [
+        "redis-server",
+        "/usr/bin/redis-server",
+        "/usr/local/bin/redis-server",
+    ] {
+        if Command::new(candidate)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            return PathBuf::from(candidate);
+        }
+    }
+    panic!("redis-server not found: run ./scripts/test, which installs it (apt-get install redis-server)");
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port")
+        .port()
+}
+
+impl RedisServer {
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts with extra `--key value` arguments, e.g. `["--maxmemory-policy", "allkeys-lru"]`.
+    pub fn start_with(extra: &[&str]) -> Self {
+        let mut server = Self {
+            child: None,
+            port: free_port(),
+            dir: tempfile::tempdir().expect("temp dir"),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new(redis_binary())
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        self.child = Some(child);
+        self.wait_until_up();
+    }
+
+    fn wait_until_up(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let client = redis::Client::open(self.url()).unwrap();
+        while Instant::now() < deadline {
+            if let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(200)) {
+                if redis::cmd("PING").query::<String>(&mut conn).is_ok() {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server on port {} did not come up", self.port);
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the server (SIGKILL) and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port (with an empty dataset).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    pub fn connection(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_connection()
+            .expect("connect to test redis")
+    }
+
+    pub fn dbsize(&self) -> i64 {
+        redis::cmd("DBSIZE").query(&mut self.connection()).unwrap()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

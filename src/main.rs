@@ -18,7 +18,11 @@ use hookonce::server::{self, Listeners};
 const DEFAULT_CONFIG: &str = include_str!("../config/default.toml");
 
 #[derive(Parser)]
-#[command(name = "hookonce", version, about = "Verify, deduplicate and forward webhooks exactly once")]
+#[command(
+    name = "hookonce",
+    version,
+    about = "Verify, deduplicate and forward webhooks exactly once"
+)]
 struct Cli {
     /// Configuration file (TOML). Without it, the embedded default (memory store, stdout sink).
     #[arg(long, global = true, env = "HOOKONCE_CONFIG")]
@@ -152,10 +156,14 @@ fn sign(
     };
     let provider = providers::build(source, source_settings)?;
     let body = match body {
-        Some(path) => std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?,
+        Some(path) => {
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?
+        }
         None => {
             let mut buffer = Vec::new();
-            std::io::stdin().read_to_end(&mut buffer).context("cannot read standard input")?;
+            std::io::stdin()
+                .read_to_end(&mut buffer)
+                .context("cannot read standard input")?;
             buffer
         }
     };
@@ -173,7 +181,12 @@ fn sign(
     Ok(ExitCode::SUCCESS)
 }
 
-fn inspect(settings: &Settings, source: &str, event_id: &str, forget: bool) -> anyhow::Result<ExitCode> {
+fn inspect(
+    settings: &Settings,
+    source: &str,
+    event_id: &str,
+    forget: bool,
+) -> anyhow::Result<ExitCode> {
     let Some(source_settings) = settings.sources.get(source) else {
         bail!("no source named {source:?} in the configuration");
     };
@@ -202,12 +215,18 @@ fn inspect(settings: &Settings, source: &str, event_id: &str, forget: bool) -> a
         } else {
             match store.get_record(&key).await? {
                 Some((record, ttl_ms)) => {
-                    let (entry_id, fingerprint) = hookonce::forward::parse_record(&record).unwrap_or((&record, ""));
+                    let (entry_id, fingerprint) =
+                        hookonce::forward::parse_record(&record).unwrap_or((&record, ""));
                     println!("key:         {key}");
                     println!("stream:      {}", target.stream);
                     println!("entry_id:    {entry_id}");
                     println!("fingerprint: {fingerprint}");
-                    println!("expires_in:  {}", humantime::format_duration(std::time::Duration::from_millis(ttl_ms.max(0) as u64)));
+                    println!(
+                        "expires_in:  {}",
+                        humantime::format_duration(std::time::Duration::from_millis(
+                            ttl_ms.max(0) as u64
+                        ))
+                    );
                     Ok(ExitCode::SUCCESS)
                 }
                 None => {
@@ -236,7 +255,11 @@ fn init_logging(format: LogFormat, settings: &Settings) {
     };
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match (json, to_stderr) {
-        (true, true) => builder.json().flatten_event(true).with_writer(std::io::stderr).init(),
+        (true, true) => builder
+            .json()
+            .flatten_event(true)
+            .with_writer(std::io::stderr)
+            .init(),
         (true, false) => builder.json().flatten_event(true).init(),
         (false, true) => builder.with_writer(std::io::stderr).init(),
         (false, false) => builder.init(),

@@ -6,8 +6,12 @@
 
 use std::sync::Arc;
 
-use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use metrics::{
+    Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
+};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
 
 use crate::outcome::Outcome;
 
@@ -26,7 +30,8 @@ pub const UNKNOWN_SOURCE: &str = "_unknown";
 const KNOWN_STATUSES: [u16; 9] = [200, 400, 401, 404, 409, 413, 422, 500, 503];
 
 const LATENCY_BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+    10.0,
 ];
 
 /// The application's recorder and its text exposition.
@@ -45,7 +50,10 @@ impl Metrics {
         let metrics = Self { recorder, handle };
         metrics.describe();
         metrics
-            .gauge(BUILD_INFO, vec![Label::new("version", env!("CARGO_PKG_VERSION"))])
+            .gauge(
+                BUILD_INFO,
+                vec![Label::new("version", env!("CARGO_PKG_VERSION"))],
+            )
             .set(1.0);
         Arc::new(metrics)
     }
@@ -53,11 +61,31 @@ impl Metrics {
     fn describe(&self) {
         let help: [(&'static str, Unit, &'static str); 7] = [
             (EVENTS_TOTAL, Unit::Count, "Events by source and outcome."),
-            (DUPLICATE_HITS_TOTAL, Unit::Count, "Duplicate deliveries absorbed."),
-            (HTTP_REQUESTS_TOTAL, Unit::Count, "Webhook requests by source and status."),
-            (REQUEST_DURATION_SECONDS, Unit::Seconds, "Webhook request latency."),
-            (STORE_DURATION_SECONDS, Unit::Seconds, "Latency of store operations."),
-            (FORWARD_DURATION_SECONDS, Unit::Seconds, "Latency of forwarding one event."),
+            (
+                DUPLICATE_HITS_TOTAL,
+                Unit::Count,
+                "Duplicate deliveries absorbed.",
+            ),
+            (
+                HTTP_REQUESTS_TOTAL,
+                Unit::Count,
+                "Webhook requests by source and status.",
+            ),
+            (
+                REQUEST_DURATION_SECONDS,
+                Unit::Seconds,
+                "Webhook request latency.",
+            ),
+            (
+                STORE_DURATION_SECONDS,
+                Unit::Seconds,
+                "Latency of store operations.",
+            ),
+            (
+                FORWARD_DURATION_SECONDS,
+                Unit::Seconds,
+                "Latency of forwarding one event.",
+            ),
             (BUILD_INFO, Unit::Count, "Build information."),
         ];
         for (name, unit, text) in help {
@@ -95,9 +123,8 @@ impl Metrics {
     pub fn source(&self, source: &str) -> SourceMetrics {
         let label = || Label::new("source", source.to_owned());
         let per_outcome = |name| {
-            Outcome::ALL.map(|o| {
-                self.counter(name, vec![label(), Label::new("outcome", o.label())])
-            })
+            Outcome::ALL
+                .map(|o| self.counter(name, vec![label(), Label::new("outcome", o.label())]))
         };
         let durations = Outcome::ALL.map(|o| {
             self.histogram(

@@ -130,7 +130,10 @@ pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Outp
     }
     drop(listeners);
     tracing::info!(message = "Shutting down: draining in-flight requests.", timeout = ?drain);
-    if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!(message = "Shutdown timeout reached with requests still in flight.");
     }
 }

@@ -242,7 +242,11 @@ fn finish(
     })?;
     let settings: Settings = serde_path_to_error::deserialize(layered).map_err(|e| {
         let key = e.path().to_string();
-        let key = if key == "." { "(top level)".to_owned() } else { key };
+        let key = if key == "." {
+            "(top level)".to_owned()
+        } else {
+            key
+        };
         ConfigError::invalid(key, e.into_inner().to_string())
     })?;
     settings.validate()?;
@@ -254,10 +258,16 @@ impl Settings {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let server = &self.server;
         if server.body_limit.0 == 0 {
-            return Err(ConfigError::invalid("server.body_limit", "must be above zero"));
+            return Err(ConfigError::invalid(
+                "server.body_limit",
+                "must be above zero",
+            ));
         }
         if server.max_in_flight == 0 {
-            return Err(ConfigError::invalid("server.max_in_flight", "must be above zero"));
+            return Err(ConfigError::invalid(
+                "server.max_in_flight",
+                "must be above zero",
+            ));
         }
         for (key, value) in [
             ("server.request_timeout", server.request_timeout),
@@ -275,7 +285,10 @@ impl Settings {
             ));
         }
         if self.store.backend == StoreBackend::Memory && self.store.memory_max_records == 0 {
-            return Err(ConfigError::invalid("store.memory_max_records", "must be above zero"));
+            return Err(ConfigError::invalid(
+                "store.memory_max_records",
+                "must be above zero",
+            ));
         }
         if self.store.backend == StoreBackend::Redis
             && !(self.store.redis_url.0.starts_with("redis://")
@@ -305,10 +318,16 @@ impl Settings {
         }
         match (self.sink.kind, &self.sink.path) {
             (SinkKind::File, None) => {
-                return Err(ConfigError::invalid("sink.path", "required when sink.kind = \"file\""))
+                return Err(ConfigError::invalid(
+                    "sink.path",
+                    "required when sink.kind = \"file\"",
+                ))
             }
             (SinkKind::RedisStream | SinkKind::Stdout, Some(_)) => {
-                return Err(ConfigError::invalid("sink.path", "only used when sink.kind = \"file\""))
+                return Err(ConfigError::invalid(
+                    "sink.path",
+                    "only used when sink.kind = \"file\"",
+                ))
             }
             _ => {}
         }

@@ -238,7 +238,10 @@ mod tests {
         assert_eq!(secret.expose(), "whsec_topsecret");
         std::env::set_var("HOOKONCE_TEST_SECRET_VALUES", "s3cr3t");
         let secret = Secret::resolve("env:HOOKONCE_TEST_SECRET_VALUES").unwrap();
-        assert_eq!(format!("{secret:?}"), "env:HOOKONCE_TEST_SECRET_VALUES [redacted]");
+        assert_eq!(
+            format!("{secret:?}"),
+            "env:HOOKONCE_TEST_SECRET_VALUES [redacted]"
+        );
         assert!(Secret::resolve("env:HOOKONCE_TEST_NOT_SET_ANYWHERE").is_err());
     }
 }

@@ -6,8 +6,8 @@
 //! number is bounded by `store.memory_max_records`, beyond which new events get 503 rather than
 //! evicting a record early (which would let a duplicate through). Nothing survives a restart.
 
-use std::collections::{BinaryHeap, HashMap};
 use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -15,7 +15,7 @@ use metrics::Histogram;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{BoxFuture, Delivery, ForwardError, Forwarded, Forwarder, Fingerprint};
+use super::{BoxFuture, Delivery, Fingerprint, ForwardError, Forwarded, Forwarder};
 use crate::sinks::{EventLine, LineSink, OnDone};
 
 enum Record {
@@ -130,7 +130,9 @@ impl MemoryForwarder {
             }
         }
         let (sender, receiver) = watch::channel(());
-        state.records.insert(key.to_owned(), Record::Pending(receiver));
+        state
+            .records
+            .insert(key.to_owned(), Record::Pending(receiver));
         let entry_id = state.next_entry_id();
         Ok(Step::Write(sender, entry_id))
     }
@@ -206,7 +208,10 @@ fn settle(state: &Mutex<State>, key: String, done: Option<(String, Fingerprint, 
 }
 
 impl Forwarder for MemoryForwarder {
-    fn forward<'a>(&'a self, delivery: Delivery<'a>) -> BoxFuture<'a, Result<Forwarded, ForwardError>> {
+    fn forward<'a>(
+        &'a self,
+        delivery: Delivery<'a>,
+    ) -> BoxFuture<'a, Result<Forwarded, ForwardError>> {
         Box::pin(self.run(delivery))
     }
 

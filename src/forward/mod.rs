@@ -108,7 +108,10 @@ pub enum ForwardError {
 /// The exactly-once seam (DESIGN §4, §5).
 pub trait Forwarder: Send + Sync + 'static {
     /// Deduplicates one event and puts it in the queue unless it is a duplicate.
-    fn forward<'a>(&'a self, delivery: Delivery<'a>) -> BoxFuture<'a, Result<Forwarded, ForwardError>>;
+    fn forward<'a>(
+        &'a self,
+        delivery: Delivery<'a>,
+    ) -> BoxFuture<'a, Result<Forwarded, ForwardError>>;
 
     /// Whether the store can serve requests now (`/readyz`).
     fn ready(&self) -> BoxFuture<'_, bool>;
@@ -181,7 +184,9 @@ mod tests {
         let record = format!("1-0 {fp}");
         assert_eq!(
             judge_record(&record, &fp).unwrap(),
-            Forwarded::Duplicate { entry_id: "1-0".into() }
+            Forwarded::Duplicate {
+                entry_id: "1-0".into()
+            }
         );
         assert_eq!(judge_record(&record, "other").unwrap(), Forwarded::Mismatch);
         assert!(judge_record("garbage", &fp).is_err());

@@ -217,7 +217,9 @@ impl RedisForwarder {
             .map_err(ForwardError::Redis)?;
         self.store_latency.record(started.elapsed().as_secs_f64());
         match reply {
-            Value::BulkString(record) => judge_record(&String::from_utf8_lossy(&record), &fingerprint),
+            Value::BulkString(record) => {
+                judge_record(&String::from_utf8_lossy(&record), &fingerprint)
+            }
             Value::Array(mut items) if items.len() == 1 => match items.pop() {
                 Some(Value::BulkString(id)) => Ok(Forwarded::New {
                     entry_id: String::from_utf8_lossy(&id).into_owned(),
@@ -230,7 +232,10 @@ impl RedisForwarder {
 }
 
 impl Forwarder for RedisForwarder {
-    fn forward<'a>(&'a self, delivery: Delivery<'a>) -> BoxFuture<'a, Result<Forwarded, ForwardError>> {
+    fn forward<'a>(
+        &'a self,
+        delivery: Delivery<'a>,
+    ) -> BoxFuture<'a, Result<Forwarded, ForwardError>> {
         Box::pin(with_timeout(self.store.timeout(), self.run(delivery)))
     }
 

@@ -1,0 +1,30 @@
+{{/*
+The daemon's TOML configuration, rendered from .Values.config and .Values.sources. Its checksum
+is a pod annotation, so any change here rolls the pods.
+*/}}
+{{- define "hookonce.toml" -}}
+# Rendered by the hookonce Helm chart; edit the release's values, not this file.
+# Secrets are referenced as env:NAME and read from the pod's environment at start.
+
+[server]
+listen = {{ printf "0.0.0.0:%d" (int .Values.service.ports.http) | quote }}
+metrics_listen = {{ printf "0.0.0.0:%d" (int .Values.service.ports.metrics) | quote }}
+shutdown_timeout = {{ printf "%ds" (int .Values.config.shutdownTimeoutSeconds) | quote }}
+{{- include "hookonce.tomlTable" (omit .Values.config.server "listen" "metrics_listen" "shutdown_timeout") }}
+
+[store]
+{{- $store := omit .Values.config.store "redis_url" }}
+{{- /* Left out when the URL comes from the Secret (HOOKONCE__STORE__REDIS_URL overrides it). */}}
+{{- if and (eq .Values.config.store.backend "redis") (include "hookonce.redisUrl" .) }}
+{{- $_ := set $store "redis_url" (include "hookonce.redisUrl" .) }}
+{{- end }}
+{{- include "hookonce.tomlTable" $store }}
+
+[sink]
+{{- include "hookonce.tomlTable" .Values.config.sink }}
+{{- range $name, $source := .Values.sources }}
+
+[sources.{{ $name }}]
+{{- include "hookonce.tomlTable" $source }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,172 @@
+//! Redis-specific behaviour: layout, stream format, failures and recovery, startup safety.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{now, stripe_body, with_id, Backend, Extra, RedisServer, TestApp};
+use hookonce::app::{App, StartError};
+use hookonce::config;
+
+#[tokio::test]
+async fn stream_entries_and_records_follow_the_documented_layout() {
+    let t = TestApp::start(Backend::Redis).await;
+    let body = stripe_body("evt_layout_1", 800);
+    let before = common::now_unix() as u64 * 1000;
+    assert_eq!(t.deliver("stripe", &body, &now()).await.status(), 200);
+    let redis = t.redis.as_ref().unwrap();
+    let mut conn = redis.connection();
+
+    let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg("hookonce:{stripe}:events")
+        .arg("-")
+        .arg("+")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(reply.ids.len(), 1);
+    let entry = &reply.ids[0];
+    let mut fields: Vec<&str> = entry.map.keys().map(String::as_str).collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        ["body", "event_id", "event_type", "provider", "received_at", "source"]
+    );
+    assert_eq!(entry.get::<String>("source").unwrap(), "stripe");
+    assert_eq!(entry.get::<String>("provider").unwrap(), "stripe");
+    assert_eq!(entry.get::<String>("event_id").unwrap(), "evt_layout_1");
+    assert_eq!(entry.get::<String>("event_type").unwrap(), "payment_intent.succeeded");
+    assert_eq!(entry.get::<Vec<u8>>("body").unwrap(), body);
+    let received_at: u64 = entry.get::<String>("received_at").unwrap().parse().unwrap();
+    assert!(received_at >= before && received_at < before + 60_000);
+
+    let record: String = redis::cmd("GET")
+        .arg("hookonce:{stripe}:d:evt_layout_1")
+        .query(&mut conn)
+        .unwrap();
+    let (entry_id, fingerprint) = record.split_once(' ').unwrap();
+    assert_eq!(entry_id, entry.id);
+    assert_eq!(fingerprint.len(), 22);
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("hookonce:{stripe}:d:evt_layout_1")
+        .query(&mut conn)
+        .unwrap();
+    let four_days = 4 * 24 * 3600 * 1000;
+    assert!(ttl > four_days - 60_000 && ttl <= four_days, "ttl {ttl}");
+    // Exactly two keys: the record and the stream. Nothing is stored twice.
+    assert_eq!(redis.dbsize(), 2);
+    let usage: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("hookonce:{stripe}:d:evt_layout_1")
+        .query(&mut conn)
+        .unwrap();
+    assert!(usage <= 150, "dedup record takes {usage} bytes");
+}
+
+#[tokio::test]
+async fn redis_down_answers_503_then_recovers_without_restart() {
+    let mut t = TestApp::start(Backend::Redis).await;
+    assert_eq!(t.deliver("github", b"{}", &with_id("before")).await.status(), 200);
+
+    // Kill Redis: deliveries must fail with 503 + Retry-After, never 2xx, and readiness drops.
+    let port = t.redis.as_ref().unwrap().port;
+    t.redis.as_mut().unwrap().kill();
+    let response = t.deliver("github", b"{}", &with_id("during")).await;
+    assert_eq!(response.status(), 503);
+    assert_eq!(response.headers()["retry-after"], "1");
+    assert_eq!(response.text().await.unwrap(), r#"{"error":"unavailable"}"#);
+    assert_eq!(t.client.get(t.url("/readyz")).send().await.unwrap().status(), 503);
+    assert_eq!(
+        t.metric(r#"hookonce_events_total{source="github",outcome="unavailable"}"#).await,
+        1.0
+    );
+
+    // Bring it back on the same port (empty): the daemon reconnects and reloads its script.
+    t.redis.as_mut().unwrap().restart();
+    assert_eq!(t.redis.as_ref().unwrap().port, port);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let status = t.deliver("github", b"{}", &with_id("during")).await.status();
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503);
+        assert!(Instant::now() < deadline, "daemon did not recover");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(t.client.get(t.url("/readyz")).send().await.unwrap().status(), 200);
+    assert_eq!(t.entries("github").len(), 1);
+}
+
+#[tokio::test]
+async fn script_flushed_from_redis_is_reloaded() {
+    let t = TestApp::start(Backend::Redis).await;
+    assert_eq!(t.deliver("github", b"{}", &with_id("a")).await.status(), 200);
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut t.redis.as_ref().unwrap().connection())
+        .unwrap();
+    assert_eq!(t.deliver("github", b"{}", &with_id("b")).await.status(), 200);
+    assert_eq!(t.deliver("github", b"{}", &with_id("a")).await.headers()["idempotency-replayed"], "true");
+    assert_eq!(t.entries("github").len(), 2);
+}
+
+#[tokio::test]
+async fn out_of_memory_redis_writes_nothing_and_answers_503() {
+    let t = TestApp::start(Backend::Redis).await;
+    assert_eq!(t.deliver("github", b"{}", &with_id("fits")).await.status(), 200);
+    let redis = t.redis.as_ref().unwrap();
+    let mut conn = redis.connection();
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("1").query(&mut conn).unwrap();
+    let before = redis.dbsize();
+    let response = t.deliver("github", b"{}", &with_id("does-not-fit")).await;
+    assert_eq!(response.status(), 503);
+    assert_eq!(redis.dbsize(), before);
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("0").query(&mut conn).unwrap();
+    assert_eq!(t.deliver("github", b"{}", &with_id("does-not-fit")).await.status(), 200);
+    assert_eq!(t.entries("github").len(), 2);
+}
+
+#[tokio::test]
+async fn max_len_trims_the_stream_approximately() {
+    let t = TestApp::start_with(
+        Backend::Redis,
+        Extra {
+            sink: "max_len = 10\n".into(),
+            ..Extra::default()
+        },
+    )
+    .await;
+    for i in 0..300 {
+        assert_eq!(t.deliver("github", b"{}", &with_id(&format!("trim-{i}"))).await.status(), 200);
+    }
+    let len = t.entries("github").len();
+    assert!(len < 300, "stream was not trimmed ({len} entries)");
+    assert!(len >= 10, "trimmed below max_len ({len} entries)");
+}
+
+fn redis_settings(url: &str, extra_store: &str) -> config::Settings {
+    config::from_toml(&format!(
+        "[store]\nbackend = \"redis\"\nredis_url = \"{url}\"\n{extra_store}\n[sources.github]\nprovider = \"github\"\nsecrets = [\"s\"]\n"
+    ))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn refuses_to_start_when_redis_may_evict_dedup_records() {
+    let redis = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
+    let error = App::build(redis_settings(&redis.url(), "")).await.err().expect("refused");
+    assert!(matches!(error, StartError::Redis(_)), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains("allkeys-lru") && message.contains("store.allow_eviction"), "{message}");
+    assert!(App::build(redis_settings(&redis.url(), "allow_eviction = true")).await.is_ok());
+}
+
+#[tokio::test]
+async fn unreachable_redis_at_startup_is_a_clear_error() {
+    let port = common::redis::free_port();
+    let error = App::build(redis_settings(&format!("redis://127.0.0.1:{port}"), "timeout = \"200ms\""))
+        .await
+        .err()
+        .expect("refused");
+    assert!(error.to_string().contains(&format!("127.0.0.1:{port}")), "{error}");
+}

@@ -22,6 +22,7 @@ pub const REQUEST_DURATION_SECONDS: &str = "hookonce_request_duration_seconds";
 pub const STORE_DURATION_SECONDS: &str = "hookonce_store_duration_seconds";
 pub const FORWARD_DURATION_SECONDS: &str = "hookonce_forward_duration_seconds";
 pub const BUILD_INFO: &str = "hookonce_build_info";
+pub const REQUESTS_IN_FLIGHT: &str = "hookonce_requests_in_flight";
 
 /// Label value for requests whose source is not configured.
 pub const UNKNOWN_SOURCE: &str = "_unknown";
@@ -38,6 +39,8 @@ const LATENCY_BUCKETS: &[f64] = &[
 pub struct Metrics {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
+    /// Webhook requests admitted and not yet answered.
+    pub in_flight: Gauge,
 }
 
 impl Metrics {
@@ -47,7 +50,15 @@ impl Metrics {
             .expect("bucket list is non-empty")
             .build_recorder();
         let handle = recorder.handle();
-        let metrics = Self { recorder, handle };
+        let in_flight = recorder.register_gauge(
+            &Key::from_static_name(REQUESTS_IN_FLIGHT),
+            &metadata(),
+        );
+        let metrics = Self {
+            recorder,
+            handle,
+            in_flight,
+        };
         metrics.describe();
         metrics
             .gauge(
@@ -59,7 +70,7 @@ impl Metrics {
     }
 
     fn describe(&self) {
-        let help: [(&'static str, Unit, &'static str); 7] = [
+        let help: [(&'static str, Unit, &'static str); 8] = [
             (EVENTS_TOTAL, Unit::Count, "Events by source and outcome."),
             (
                 DUPLICATE_HITS_TOTAL,
@@ -87,13 +98,16 @@ impl Metrics {
                 "Latency of forwarding one event.",
             ),
             (BUILD_INFO, Unit::Count, "Build information."),
+            (REQUESTS_IN_FLIGHT, Unit::Count, "Webhook requests being handled."),
         ];
         for (name, unit, text) in help {
             let name = KeyName::from_const_str(name);
             let text = SharedString::const_str(text);
             match unit {
                 Unit::Seconds => self.recorder.describe_histogram(name, Some(unit), text),
-                _ if name.as_str() == BUILD_INFO => self.recorder.describe_gauge(name, None, text),
+                _ if [BUILD_INFO, REQUESTS_IN_FLIGHT].contains(&name.as_str()) => {
+                    self.recorder.describe_gauge(name, None, text)
+                }
                 _ => self.recorder.describe_counter(name, None, text),
             }
         }

@@ -47,8 +47,23 @@ async fn webhook(
     let Ok(_permit) = app.in_flight.try_acquire() else {
         return app.ingest.overloaded(&source);
     };
+    app.metrics.in_flight.increment(1.0);
+    let _in_flight = scopeguard(|| app.metrics.in_flight.decrement(1.0));
     let (parts, body) = request.into_parts();
     app.ingest.handle(&source, parts.headers, body).await
+}
+
+/// Runs `f` when dropped, also when the request future is cancelled.
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
 }
 
 async fn ready(State(app): State<Arc<App>>) -> Response {

@@ -247,7 +247,13 @@ fn finish(
         } else {
             key
         };
-        ConfigError::invalid(key, e.into_inner().to_string())
+        let problem = e.into_inner().to_string();
+        // The config crate appends where it found the key; the key already leads the message.
+        let problem = match problem.find(" for key `") {
+            Some(at) => problem[..at].to_owned(),
+            None => problem,
+        };
+        ConfigError::invalid(key, problem)
     })?;
     settings.validate()?;
     Ok(settings)

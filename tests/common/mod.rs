@@ -341,3 +341,51 @@ macro_rules! both_backends {
         }
     };
 }
+
+/// Opens a raw connection and sends a request's head and the first part of its body, holding
+/// the request in flight until the rest is written.
+pub async fn start_slow_request(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body[..body.len() / 2]).await.unwrap();
+    stream
+}
+
+/// Sends the rest of a slow request's body and returns the response's status line and headers.
+pub async fn finish_slow_request(mut stream: tokio::net::TcpStream, body: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(&body[body.len() / 2..]).await.unwrap();
+    let mut response = vec![0u8; 4096];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(10), stream.read(&mut response))
+        .await
+        .expect("response within 10s")
+        .unwrap();
+    String::from_utf8_lossy(&response[..n]).into_owned()
+}
+
+/// Polls `probe` until it returns true, for at most `seconds`.
+pub async fn eventually<F, Fut>(seconds: u64, what: &str, mut probe: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while !probe().await {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

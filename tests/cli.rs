@@ -1,0 +1,313 @@
+//! The `hookonce` binary: check-config, sign, inspect/forget, logs and graceful shutdown.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use common::redis::free_port;
+use common::{eventually, finish_slow_request, start_slow_request, RedisServer};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hookonce");
+const LITERAL_SECRET: &str = "literal-secret-never-printed-9f3a";
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn hookonce(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(BIN);
+    command.args(args).env_remove("HOOKONCE_CONFIG");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn memory_config(dir: &Path) -> String {
+    format!(
+        "[store]\nbackend = \"memory\"\n[sink]\nkind = \"file\"\npath = {:?}\n\n[sources.demo]\nprovider = \"github\"\nsecrets = [\"{LITERAL_SECRET}\"]\n",
+        dir.join("events.jsonl").display().to_string()
+    )
+}
+
+#[test]
+fn check_config_prints_the_effective_configuration_with_secrets_redacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}\n[sources.stripe]\nprovider = \"stripe\"\nsecrets = [\"env:HOOKONCE_TEST_STRIPE\", \"whsec_old_literal\"]\n",
+        memory_config(dir.path())
+    );
+    let path = write(dir.path(), "hookonce.toml", &config);
+    let output = hookonce(
+        &["check-config", "--config", path.to_str().unwrap()],
+        &[("HOOKONCE_TEST_STRIPE", "whsec_from_env_value")],
+    );
+    let shown = text(&output);
+    assert!(output.status.success(), "{shown}");
+    assert!(shown.contains("env:HOOKONCE_TEST_STRIPE [redacted]"), "{shown}");
+    for secret in [LITERAL_SECRET, "whsec_from_env_value", "whsec_old_literal"] {
+        assert!(!shown.contains(secret), "secret printed: {shown}");
+    }
+    assert!(shown.contains("body_limit = \"1MiB\""), "{shown}");
+}
+
+#[test]
+fn the_embedded_default_configuration_is_valid() {
+    let output = hookonce(&["check-config"], &[]);
+    let shown = text(&output);
+    assert!(output.status.success(), "{shown}");
+    assert!(shown.contains("backend = \"memory\"") && shown.contains("[sources.demo]"), "{shown}");
+}
+
+#[test]
+fn configuration_errors_name_the_key_and_exit_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &[(&str, &str)], &str)] = &[
+        ("[server]\nlistne = \"0.0.0.0:1\"\n", &[], "listne"),
+        ("[server]\nrequest_timeout = \"ten seconds\"\n", &[], "server.request_timeout"),
+        ("[server]\nbody_limit = \"1 parsec\"\n", &[], "server.body_limit"),
+        ("[sources.x]\nprovider = \"stripe\"\nsecrets = [\"env:HOOKONCE_TEST_UNSET_VAR\"]\n", &[], "sources.x.secrets[0]"),
+        ("[sources.x]\nprovider = \"nosuch\"\nsecrets = [\"s\"]\n", &[], "sources.x.provider"),
+        ("[sources.x]\nprovider = \"stripe\"\n", &[], "sources.x.secrets"),
+        ("[sources.x]\nprovider = \"stripe\"\nsecrets = [\"s\"]\nnotification_url = \"https://x\"\n", &[], "sources.x.notification_url"),
+        ("[sources.x]\nprovider = \"github\"\nsecrets = [\"s\"]\nsecretz = 1\n", &[], "secretz"),
+        ("", &[("HOOKONCE__SERVER__MAX_IN_FLIGHT", "lots")], "server.max_in_flight"),
+        ("", &[("HOOKONCE__STORE__BACKEND", "postgres")], "store.backend"),
+        ("[sink]\npath = \"/tmp/x\"\nkind = \"stdout\"\n", &[], "sink.path"),
+    ];
+    for (extra, env, key) in cases {
+        let sink = if extra.starts_with("[sink]") { "" } else { "[sink]\nkind = \"stdout\"\n" };
+        let config = format!(
+            "[store]\nbackend = \"memory\"\n{sink}[sources.demo]\nprovider = \"github\"\nsecrets = [\"s\"]\n{extra}"
+        );
+        let path = write(dir.path(), "bad.toml", &config);
+        let output = hookonce(&["check-config", "--config", path.to_str().unwrap()], env);
+        let shown = text(&output);
+        assert!(!output.status.success(), "accepted: {extra} {env:?}\n{shown}");
+        assert!(shown.contains(key), "message does not name {key}: {shown}");
+    }
+    let missing = hookonce(&["check-config", "--config", "/nonexistent/hookonce.toml"], &[]);
+    assert!(!missing.status.success());
+    assert!(text(&missing).contains("/nonexistent/hookonce.toml"));
+}
+
+/// A daemon process with its logs captured to a file.
+struct Daemon {
+    child: Child,
+    port: u16,
+    metrics_port: u16,
+    log: PathBuf,
+}
+
+impl Daemon {
+    async fn spawn(config: &Path, dir: &Path, env: &[(&str, &str)]) -> Self {
+        let port = free_port();
+        let metrics_port = free_port();
+        let log = dir.join("daemon.log");
+        let mut command = Command::new(BIN);
+        command
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .env("HOOKONCE__SERVER__LISTEN", format!("127.0.0.1:{port}"))
+            .env("HOOKONCE__SERVER__METRICS_LISTEN", format!("127.0.0.1:{metrics_port}"))
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::options().append(true).open(&log).unwrap_or_else(|_| std::fs::File::create(dir.join("stderr.log")).unwrap()))
+            .stdin(Stdio::null());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let daemon = Self {
+            child: command.spawn().unwrap(),
+            port,
+            metrics_port,
+            log,
+        };
+        let client = reqwest::Client::new();
+        let url = daemon.url("/healthz");
+        eventually(20, "the daemon to serve /healthz", || {
+            let request = client.get(&url).send();
+            async move { request.await.is_ok_and(|r| r.status() == 200) }
+        })
+        .await;
+        daemon
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    async fn metric(&self, series: &str) -> f64 {
+        let text = reqwest::get(format!("http://127.0.0.1:{}/metrics", self.metrics_port))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|r| r.strip_prefix(' ')).map(|v| v.trim().parse().unwrap()))
+            .unwrap_or(0.0)
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn sign(config: &Path, source: &str, body_file: &Path, extra: &[&str]) -> Vec<(String, String)> {
+    let mut args = vec!["sign", "--config", config.to_str().unwrap(), "--source", source, "--body", body_file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let output = hookonce(&args, &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let (name, value) = line.split_once(": ").expect("Name: value");
+            (name.to_owned(), value.to_owned())
+        })
+        .collect()
+}
+
+async fn post(url: &str, body: &[u8], headers: &[(String, String)]) -> reqwest::Response {
+    let mut request = reqwest::Client::new().post(url).body(body.to_vec());
+    for (name, value) in headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    request.send().await.unwrap()
+}
+
+#[tokio::test]
+async fn signed_by_the_cli_accepted_by_the_daemon_and_logs_hold_no_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), "hookonce.toml", &memory_config(dir.path()));
+    let daemon = Daemon::spawn(&config, dir.path(), &[("RUST_LOG", "debug")]).await;
+    let body = br#"{"zen":"Keep it logically awesome.","marker":"BODY-MARKER-77"}"#;
+    let body_file = write(dir.path(), "body.json", std::str::from_utf8(body).unwrap());
+    let headers = sign(&config, "demo", &body_file, &["--id", "delivery-cli-1", "--type", "ping"]);
+    let signature = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("x-hub-signature-256"))
+        .expect("signature header")
+        .1
+        .clone();
+
+    let url = daemon.url("/webhooks/demo");
+    assert_eq!(post(&url, body, &headers).await.status(), 200);
+    let replay = post(&url, body, &headers).await;
+    assert_eq!(replay.status(), 200);
+    assert_eq!(replay.headers()["idempotency-replayed"], "true");
+    let mut tampered = headers.clone();
+    for (name, value) in tampered.iter_mut() {
+        if name.eq_ignore_ascii_case("x-hub-signature-256") {
+            *value = format!("sha256={}", "0".repeat(64));
+        }
+    }
+    assert_eq!(post(&url, body, &tampered).await.status(), 401);
+    assert_eq!(post(&daemon.url("/webhooks/nope"), body, &headers).await.status(), 404);
+
+    let events = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
+    assert_eq!(events.lines().count(), 1);
+    assert!(events.contains("delivery-cli-1"));
+
+    daemon.signal("TERM");
+    let logs = daemon.logs();
+    assert!(logs.contains("delivery-cli-1") && logs.contains("invalid_signature"), "{logs}");
+    assert!(logs.contains("\"outcome\":\"duplicate\""), "logs are not JSON lines: {logs}");
+    for secret in [LITERAL_SECRET, signature.as_str(), "BODY-MARKER-77"] {
+        assert!(!logs.contains(secret), "logs contain {secret:?}:\n{logs}");
+    }
+}
+
+#[tokio::test]
+async fn sigterm_stops_accepting_and_drains_in_flight_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), "hookonce.toml", &memory_config(dir.path()));
+    let mut daemon = Daemon::spawn(&config, dir.path(), &[]).await;
+    let body = br#"{"action":"drain"}"#;
+    let body_file = write(dir.path(), "body.json", std::str::from_utf8(body).unwrap());
+    let headers = sign(&config, "demo", &body_file, &["--id", "drain-1"]);
+    let addr = format!("127.0.0.1:{}", daemon.port).parse().unwrap();
+    let slow = start_slow_request(addr, "/webhooks/demo", &headers, body).await;
+    let d = &daemon;
+    eventually(10, "the request to be in flight", move || async move {
+        d.metric("hookonce_requests_in_flight").await == 1.0
+    })
+    .await;
+
+    daemon.signal("TERM");
+    let url = daemon.url("/healthz");
+    eventually(10, "the listener to close", || {
+        let request = reqwest::get(url.clone());
+        async move { request.await.is_err() }
+    })
+    .await;
+    let response = finish_slow_request(slow, body).await;
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let status = daemon.child.wait().unwrap();
+    assert!(status.success(), "exit status {status:?}");
+    let events = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
+    assert!(events.contains("drain-1"));
+}
+
+#[tokio::test]
+async fn inspect_and_forget_a_dedup_record() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "hookonce.toml",
+        &format!(
+            "[store]\nbackend = \"redis\"\nredis_url = \"{}\"\n[sources.gh]\nprovider = \"github\"\nsecrets = [\"s3\"]\n",
+            redis.url()
+        ),
+    );
+    let daemon = Daemon::spawn(&config, dir.path(), &[]).await;
+    let body_file = write(dir.path(), "body.json", "{}");
+    let headers = sign(&config, "gh", &body_file, &["--id", "redeliver-me"]);
+    let url = daemon.url("/webhooks/gh");
+    assert_eq!(post(&url, b"{}", &headers).await.status(), 200);
+
+    let cfg = config.to_str().unwrap();
+    let inspect = hookonce(&["inspect", "--config", cfg, "gh", "redeliver-me"], &[]);
+    let shown = text(&inspect);
+    assert!(inspect.status.success(), "{shown}");
+    assert!(shown.contains("hookonce:{gh}:d:redeliver-me") && shown.contains("entry_id:"), "{shown}");
+
+    let forget = hookonce(&["forget", "--config", cfg, "gh", "redeliver-me"], &[]);
+    assert!(forget.status.success(), "{}", text(&forget));
+    let again = post(&url, b"{}", &headers).await;
+    assert_eq!(again.status(), 200);
+    assert!(again.headers().get("idempotency-replayed").is_none());
+    let len: i64 = redis::cmd("XLEN").arg("hookonce:{gh}:events").query(&mut redis.connection()).unwrap();
+    assert_eq!(len, 2);
+
+    let missing = hookonce(&["inspect", "--config", cfg, "gh", "never-seen"], &[]);
+    assert_eq!(missing.status.code(), Some(1));
+    let unknown = hookonce(&["inspect", "--config", cfg, "nosource", "x"], &[]);
+    assert!(!unknown.status.success());
+}

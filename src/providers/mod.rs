@@ -5,6 +5,8 @@
 //! obtain a [`VerifiedEvent`] is through a provider's `verify`, because its constructor is private to
 //! this module tree: nothing downstream of `providers/` can ever see an unverified request.
 
+#[cfg(test)]
+mod fixture_tests;
 mod github;
 mod secrets;
 mod signing;

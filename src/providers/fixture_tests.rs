@@ -1,0 +1,175 @@
+//! Replays tests/fixtures/*.json, signed by the providers' own SDKs, through hookonce's providers.
+//!
+//! The fixtures are written by `scripts/gen-fixtures` (`--check` proves they are current), which
+//! also runs each SDK's verifier on every case; here we only check that hookonce reaches the
+//! outcome each case expects. Failures are collected so that one run lists every broken case.
+
+use base64::Engine as _;
+use bytes::Bytes;
+use serde::Deserialize;
+
+use super::testing::headers;
+use super::{build, RawRequest, Verified, VerifyError, KNOWN_PROVIDERS};
+
+/// Every fixture file, embedded so the test needs no working directory.
+const FIXTURES: &[(&str, &str)] = &[
+    ("stripe", include_str!("../../tests/fixtures/stripe.json")),
+    (
+        "standard",
+        include_str!("../../tests/fixtures/standard.json"),
+    ),
+    ("github", include_str!("../../tests/fixtures/github.json")),
+];
+
+#[derive(Deserialize)]
+struct FixtureFile {
+    provider: String,
+    cases: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    secrets: Vec<String>,
+    #[serde(default)]
+    settings: serde_json::Map<String, serde_json::Value>,
+    now_unix: i64,
+    headers: Vec<(String, String)>,
+    body: Option<String>,
+    body_base64: Option<String>,
+    expect: Expect,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Expect {
+    Events(Vec<ExpectedEvent>),
+    Error(String),
+    Handshake(String),
+}
+
+#[derive(Deserialize)]
+struct ExpectedEvent {
+    event_id: String,
+    event_type: String,
+    /// The forwarded bytes when they are not the whole request body (batch items).
+    body: Option<String>,
+}
+
+fn error_kind(error: &VerifyError) -> &'static str {
+    match error {
+        VerifyError::MissingHeader(_) => "missing_header",
+        VerifyError::GarbledHeader(_) => "garbled_header",
+        VerifyError::BadSignature => "bad_signature",
+        VerifyError::StaleTimestamp => "stale_timestamp",
+        VerifyError::Malformed(_) => "malformed",
+    }
+}
+
+/// Runs one case; `Err` describes how hookonce's answer differs from the expected one.
+fn run(provider: &str, case: &Case) -> Result<(), String> {
+    let mut settings = serde_json::json!({ "provider": provider, "secrets": case.secrets });
+    if let Some(map) = settings.as_object_mut() {
+        map.extend(case.settings.clone());
+    }
+    let settings = serde_json::from_value(settings).map_err(|e| format!("settings: {e}"))?;
+    let provider = build("fixture", &settings).map_err(|e| format!("build: {e}"))?;
+    let body = match (&case.body, &case.body_base64) {
+        (Some(text), None) => Bytes::from(text.clone().into_bytes()),
+        (None, Some(encoded)) => Bytes::from(
+            base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .map_err(|e| format!("body_base64: {e}"))?,
+        ),
+        _ => return Err("needs exactly one of body and body_base64".to_owned()),
+    };
+    let pairs: Vec<(&str, &[u8])> = case
+        .headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_bytes()))
+        .collect();
+    let headers = headers(&pairs);
+    let result = provider.verify(&RawRequest {
+        headers: &headers,
+        body: &body,
+        now_unix: case.now_unix,
+    });
+    match (&case.expect, result) {
+        (Expect::Events(expected), Ok(Verified::Events(events))) => {
+            let got: Vec<(&str, &str)> = events
+                .iter()
+                .map(|e| (e.event_id(), e.event_type()))
+                .collect();
+            let want: Vec<(&str, &str)> = expected
+                .iter()
+                .map(|e| (e.event_id.as_str(), e.event_type.as_str()))
+                .collect();
+            if got != want {
+                return Err(format!("events {got:?}, expected {want:?}"));
+            }
+            for (event, expected) in events.iter().zip(expected) {
+                let want = expected.body.as_deref().map_or(&body[..], str::as_bytes);
+                if event.body().as_ref() != want {
+                    return Err(format!("event {} forwards other bytes", event.event_id()));
+                }
+            }
+            Ok(())
+        }
+        (Expect::Error(kind), Err(error)) if kind == error_kind(&error) => Ok(()),
+        (Expect::Handshake(expected), Ok(Verified::Handshake(answer)))
+            if answer.as_ref() == expected.as_bytes() =>
+        {
+            Ok(())
+        }
+        (_, result) => Err(format!("got {result:?}")),
+    }
+}
+
+#[test]
+fn every_fixture_case_gets_its_expected_outcome() {
+    let mut failures = Vec::new();
+    let mut total = 0;
+    for (name, text) in FIXTURES {
+        let file: FixtureFile = serde_json::from_str(text)
+            .unwrap_or_else(|e| panic!("tests/fixtures/{name}.json does not parse: {e}"));
+        assert_eq!(&file.provider, name);
+        assert!(
+            KNOWN_PROVIDERS.contains(name),
+            "{name} is not a known provider"
+        );
+        assert!(file.cases.len() >= 10, "{name}: too few cases");
+        for case in &file.cases {
+            total += 1;
+            if let Err(problem) = run(&file.provider, case) {
+                failures.push(format!("{name}/{}: {problem}", case.name));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {total} fixture cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn every_fixture_file_is_replayed() {
+    // `file!()` is relative to the package root, where `cargo test` runs, or absolute.
+    let dir = std::path::Path::new(file!())
+        .parent()
+        .map(|dir| dir.join("../../tests/fixtures"))
+        .expect("fixture_tests.rs has a parent directory");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return; // Not run from the package root: the embedded list is all we can check.
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = file.strip_suffix(".json") {
+            assert!(
+                FIXTURES.iter().any(|(name, _)| *name == stem),
+                "tests/fixtures/{file} is not listed in FIXTURES"
+            );
+        }
+    }
+}

@@ -1,0 +1,38 @@
+# syntax=docker/dockerfile:1
+#
+# hookonce container image: a release build on the Rust image, copied onto distroless "cc" (glibc,
+# libgcc, CA certificates and nothing else: no shell, no package manager), running as uid 65532.
+#
+#   docker build -t hookonce:dev .
+#   docker run --rm -p 8080:8080 -p 9090:9090 -v "$PWD/hookonce.toml:/etc/hookonce/hookonce.toml:ro" hookonce:dev
+#
+# The configuration is read from /etc/hookonce/hookonce.toml (the Helm chart mounts its ConfigMap
+# there); secrets come from the environment (env:NAME) or mounted files (file:/path).
+
+ARG RUST_VERSION=1.95
+ARG DEBIAN_RELEASE=bookworm
+
+FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE} AS build
+WORKDIR /src
+# Dependencies first: this layer is rebuilt only when the manifest or the lock file changes.
+COPY Cargo.toml Cargo.lock ./
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    cargo fetch --locked
+COPY . .
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --bin hookonce \
+ && install -D -m 0755 target/release/hookonce /out/hookonce \
+ && /out/hookonce --version
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+LABEL org.opencontainers.image.title="hookonce" \
+      org.opencontainers.image.description="Verify, deduplicate and forward webhooks exactly once into Redis Streams" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=build /out/hookonce /usr/local/bin/hookonce
+# The distroless "nonroot" user, numeric so Kubernetes can verify runAsNonRoot.
+USER 65532:65532
+# 8080: POST /webhooks/{source}, /healthz, /readyz. 9090: /metrics.
+EXPOSE 8080 9090
+ENTRYPOINT ["/usr/local/bin/hookonce"]
+CMD ["serve", "--config", "/etc/hookonce/hookonce.toml"]

@@ -73,7 +73,8 @@ fn the_embedded_default_configuration_is_valid() {
 #[test]
 fn configuration_errors_name_the_key_and_exit_non_zero() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: &[(&str, &[(&str, &str)], &str)] = &[
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case] = &[
         ("[server]\nlistne = \"0.0.0.0:1\"\n", &[], "listne"),
         ("[server]\nrequest_timeout = \"ten seconds\"\n", &[], "server.request_timeout"),
         ("[server]\nbody_limit = \"1 parsec\"\n", &[], "server.body_limit"),

@@ -319,3 +319,34 @@ both_backends!(
     records_expire_after_the_dedup_ttl,
     health_and_readiness,
 );
+
+mod memory_only {
+    use super::common::{with_id, Backend, Extra, TestApp};
+
+    #[tokio::test]
+    async fn a_full_memory_store_refuses_new_events_but_still_answers_duplicates() {
+        let t = TestApp::start_with(
+            Backend::Memory,
+            Extra {
+                store: "memory_max_records = 2\n".into(),
+                ..Extra::default()
+            },
+        )
+        .await;
+        assert_eq!(
+            t.deliver("github", b"{}", &with_id("one")).await.status(),
+            200
+        );
+        assert_eq!(
+            t.deliver("github", b"{}", &with_id("two")).await.status(),
+            200
+        );
+        let full = t.deliver("github", b"{}", &with_id("three")).await;
+        assert_eq!(full.status(), 503);
+        assert_eq!(full.headers()["retry-after"], "1");
+        let again = t.deliver("github", b"{}", &with_id("one")).await;
+        assert_eq!(again.status(), 200);
+        assert_eq!(again.headers()["idempotency-replayed"], "true");
+        assert_eq!(t.entries("github").len(), 2);
+    }
+}

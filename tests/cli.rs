@@ -55,7 +55,10 @@ fn check_config_prints_the_effective_configuration_with_secrets_redacted() {
     );
     let shown = text(&output);
     assert!(output.status.success(), "{shown}");
-    assert!(shown.contains("env:HOOKONCE_TEST_STRIPE [redacted]"), "{shown}");
+    assert!(
+        shown.contains("env:HOOKONCE_TEST_STRIPE [redacted]"),
+        "{shown}"
+    );
     for secret in [LITERAL_SECRET, "whsec_from_env_value", "whsec_old_literal"] {
         assert!(!shown.contains(secret), "secret printed: {shown}");
     }
@@ -67,7 +70,10 @@ fn the_embedded_default_configuration_is_valid() {
     let output = hookonce(&["check-config"], &[]);
     let shown = text(&output);
     assert!(output.status.success(), "{shown}");
-    assert!(shown.contains("backend = \"memory\"") && shown.contains("[sources.demo]"), "{shown}");
+    assert!(
+        shown.contains("backend = \"memory\"") && shown.contains("[sources.demo]"),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -88,17 +94,27 @@ fn configuration_errors_name_the_key_and_exit_non_zero() {
         ("[sink]\npath = \"/tmp/x\"\nkind = \"stdout\"\n", &[], "sink.path"),
     ];
     for (extra, env, key) in cases {
-        let sink = if extra.starts_with("[sink]") { "" } else { "[sink]\nkind = \"stdout\"\n" };
+        let sink = if extra.starts_with("[sink]") {
+            ""
+        } else {
+            "[sink]\nkind = \"stdout\"\n"
+        };
         let config = format!(
             "[store]\nbackend = \"memory\"\n{sink}[sources.demo]\nprovider = \"github\"\nsecrets = [\"s\"]\n{extra}"
         );
         let path = write(dir.path(), "bad.toml", &config);
         let output = hookonce(&["check-config", "--config", path.to_str().unwrap()], env);
         let shown = text(&output);
-        assert!(!output.status.success(), "accepted: {extra} {env:?}\n{shown}");
+        assert!(
+            !output.status.success(),
+            "accepted: {extra} {env:?}\n{shown}"
+        );
         assert!(shown.contains(key), "message does not name {key}: {shown}");
     }
-    let missing = hookonce(&["check-config", "--config", "/nonexistent/hookonce.toml"], &[]);
+    let missing = hookonce(
+        &["check-config", "--config", "/nonexistent/hookonce.toml"],
+        &[],
+    );
     assert!(!missing.status.success());
     assert!(text(&missing).contains("/nonexistent/hookonce.toml"));
 }
@@ -120,9 +136,17 @@ impl Daemon {
         command
             .args(["serve", "--config", config.to_str().unwrap()])
             .env("HOOKONCE__SERVER__LISTEN", format!("127.0.0.1:{port}"))
-            .env("HOOKONCE__SERVER__METRICS_LISTEN", format!("127.0.0.1:{metrics_port}"))
+            .env(
+                "HOOKONCE__SERVER__METRICS_LISTEN",
+                format!("127.0.0.1:{metrics_port}"),
+            )
             .stdout(std::fs::File::create(&log).unwrap())
-            .stderr(std::fs::File::options().append(true).open(&log).unwrap_or_else(|_| std::fs::File::create(dir.join("stderr.log")).unwrap()))
+            .stderr(
+                std::fs::File::options()
+                    .append(true)
+                    .open(&log)
+                    .unwrap_or_else(|_| std::fs::File::create(dir.join("stderr.log")).unwrap()),
+            )
             .stdin(Stdio::null());
         for (k, v) in env {
             command.env(k, v);
@@ -155,7 +179,11 @@ impl Daemon {
             .await
             .unwrap();
         text.lines()
-            .find_map(|l| l.strip_prefix(series).and_then(|r| r.strip_prefix(' ')).map(|v| v.trim().parse().unwrap()))
+            .find_map(|l| {
+                l.strip_prefix(series)
+                    .and_then(|r| r.strip_prefix(' '))
+                    .map(|v| v.trim().parse().unwrap())
+            })
             .unwrap_or(0.0)
     }
 
@@ -180,7 +208,15 @@ impl Drop for Daemon {
 }
 
 fn sign(config: &Path, source: &str, body_file: &Path, extra: &[&str]) -> Vec<(String, String)> {
-    let mut args = vec!["sign", "--config", config.to_str().unwrap(), "--source", source, "--body", body_file.to_str().unwrap()];
+    let mut args = vec![
+        "sign",
+        "--config",
+        config.to_str().unwrap(),
+        "--source",
+        source,
+        "--body",
+        body_file.to_str().unwrap(),
+    ];
     args.extend_from_slice(extra);
     let output = hookonce(&args, &[]);
     assert!(output.status.success(), "{}", text(&output));
@@ -209,7 +245,12 @@ async fn signed_by_the_cli_accepted_by_the_daemon_and_logs_hold_no_secrets() {
     let daemon = Daemon::spawn(&config, dir.path(), &[("RUST_LOG", "debug")]).await;
     let body = br#"{"zen":"Keep it logically awesome.","marker":"BODY-MARKER-77"}"#;
     let body_file = write(dir.path(), "body.json", std::str::from_utf8(body).unwrap());
-    let headers = sign(&config, "demo", &body_file, &["--id", "delivery-cli-1", "--type", "ping"]);
+    let headers = sign(
+        &config,
+        "demo",
+        &body_file,
+        &["--id", "delivery-cli-1", "--type", "ping"],
+    );
     let signature = headers
         .iter()
         .find(|(n, _)| n.eq_ignore_ascii_case("x-hub-signature-256"))
@@ -229,7 +270,12 @@ async fn signed_by_the_cli_accepted_by_the_daemon_and_logs_hold_no_secrets() {
         }
     }
     assert_eq!(post(&url, body, &tampered).await.status(), 401);
-    assert_eq!(post(&daemon.url("/webhooks/nope"), body, &headers).await.status(), 404);
+    assert_eq!(
+        post(&daemon.url("/webhooks/nope"), body, &headers)
+            .await
+            .status(),
+        404
+    );
 
     let events = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
     assert_eq!(events.lines().count(), 1);
@@ -237,8 +283,14 @@ async fn signed_by_the_cli_accepted_by_the_daemon_and_logs_hold_no_secrets() {
 
     daemon.signal("TERM");
     let logs = daemon.logs();
-    assert!(logs.contains("delivery-cli-1") && logs.contains("invalid_signature"), "{logs}");
-    assert!(logs.contains("\"outcome\":\"duplicate\""), "logs are not JSON lines: {logs}");
+    assert!(
+        logs.contains("delivery-cli-1") && logs.contains("invalid_signature"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("\"outcome\":\"duplicate\""),
+        "logs are not JSON lines: {logs}"
+    );
     for secret in [LITERAL_SECRET, signature.as_str(), "BODY-MARKER-77"] {
         assert!(!logs.contains(secret), "logs contain {secret:?}:\n{logs}");
     }
@@ -297,14 +349,20 @@ async fn inspect_and_forget_a_dedup_record() {
     let inspect = hookonce(&["inspect", "--config", cfg, "gh", "redeliver-me"], &[]);
     let shown = text(&inspect);
     assert!(inspect.status.success(), "{shown}");
-    assert!(shown.contains("hookonce:{gh}:d:redeliver-me") && shown.contains("entry_id:"), "{shown}");
+    assert!(
+        shown.contains("hookonce:{gh}:d:redeliver-me") && shown.contains("entry_id:"),
+        "{shown}"
+    );
 
     let forget = hookonce(&["forget", "--config", cfg, "gh", "redeliver-me"], &[]);
     assert!(forget.status.success(), "{}", text(&forget));
     let again = post(&url, b"{}", &headers).await;
     assert_eq!(again.status(), 200);
     assert!(again.headers().get("idempotency-replayed").is_none());
-    let len: i64 = redis::cmd("XLEN").arg("hookonce:{gh}:events").query(&mut redis.connection()).unwrap();
+    let len: i64 = redis::cmd("XLEN")
+        .arg("hookonce:{gh}:events")
+        .query(&mut redis.connection())
+        .unwrap();
     assert_eq!(len, 2);
 
     let missing = hookonce(&["inspect", "--config", cfg, "gh", "never-seen"], &[]);

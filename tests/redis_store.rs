@@ -29,12 +29,22 @@ async fn stream_entries_and_records_follow_the_documented_layout() {
     fields.sort();
     assert_eq!(
         fields,
-        ["body", "event_id", "event_type", "provider", "received_at", "source"]
+        [
+            "body",
+            "event_id",
+            "event_type",
+            "provider",
+            "received_at",
+            "source"
+        ]
     );
     assert_eq!(entry.get::<String>("source").unwrap(), "stripe");
     assert_eq!(entry.get::<String>("provider").unwrap(), "stripe");
     assert_eq!(entry.get::<String>("event_id").unwrap(), "evt_layout_1");
-    assert_eq!(entry.get::<String>("event_type").unwrap(), "payment_intent.succeeded");
+    assert_eq!(
+        entry.get::<String>("event_type").unwrap(),
+        "payment_intent.succeeded"
+    );
     assert_eq!(entry.get::<Vec<u8>>("body").unwrap(), body);
     let received_at: u64 = entry.get::<String>("received_at").unwrap().parse().unwrap();
     assert!(received_at >= before && received_at < before + 60_000);
@@ -65,7 +75,12 @@ async fn stream_entries_and_records_follow_the_documented_layout() {
 #[tokio::test]
 async fn redis_down_answers_503_then_recovers_without_restart() {
     let mut t = TestApp::start(Backend::Redis).await;
-    assert_eq!(t.deliver("github", b"{}", &with_id("before")).await.status(), 200);
+    assert_eq!(
+        t.deliver("github", b"{}", &with_id("before"))
+            .await
+            .status(),
+        200
+    );
 
     // Kill Redis: deliveries must fail with 503 + Retry-After, never 2xx, and readiness drops.
     let port = t.redis.as_ref().unwrap().port;
@@ -74,9 +89,18 @@ async fn redis_down_answers_503_then_recovers_without_restart() {
     assert_eq!(response.status(), 503);
     assert_eq!(response.headers()["retry-after"], "1");
     assert_eq!(response.text().await.unwrap(), r#"{"error":"unavailable"}"#);
-    assert_eq!(t.client.get(t.url("/readyz")).send().await.unwrap().status(), 503);
     assert_eq!(
-        t.metric(r#"hookonce_events_total{source="github",outcome="unavailable"}"#).await,
+        t.client
+            .get(t.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        503
+    );
+    assert_eq!(
+        t.metric(r#"hookonce_events_total{source="github",outcome="unavailable"}"#)
+            .await,
         1.0
     );
 
@@ -85,7 +109,10 @@ async fn redis_down_answers_503_then_recovers_without_restart() {
     assert_eq!(t.redis.as_ref().unwrap().port, port);
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let status = t.deliver("github", b"{}", &with_id("during")).await.status();
+        let status = t
+            .deliver("github", b"{}", &with_id("during"))
+            .await
+            .status();
         if status == 200 {
             break;
         }
@@ -93,36 +120,71 @@ async fn redis_down_answers_503_then_recovers_without_restart() {
         assert!(Instant::now() < deadline, "daemon did not recover");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(t.client.get(t.url("/readyz")).send().await.unwrap().status(), 200);
+    assert_eq!(
+        t.client
+            .get(t.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     assert_eq!(t.entries("github").len(), 1);
 }
 
 #[tokio::test]
 async fn script_flushed_from_redis_is_reloaded() {
     let t = TestApp::start(Backend::Redis).await;
-    assert_eq!(t.deliver("github", b"{}", &with_id("a")).await.status(), 200);
+    assert_eq!(
+        t.deliver("github", b"{}", &with_id("a")).await.status(),
+        200
+    );
     let _: () = redis::cmd("SCRIPT")
         .arg("FLUSH")
         .query(&mut t.redis.as_ref().unwrap().connection())
         .unwrap();
-    assert_eq!(t.deliver("github", b"{}", &with_id("b")).await.status(), 200);
-    assert_eq!(t.deliver("github", b"{}", &with_id("a")).await.headers()["idempotency-replayed"], "true");
+    assert_eq!(
+        t.deliver("github", b"{}", &with_id("b")).await.status(),
+        200
+    );
+    assert_eq!(
+        t.deliver("github", b"{}", &with_id("a")).await.headers()["idempotency-replayed"],
+        "true"
+    );
     assert_eq!(t.entries("github").len(), 2);
 }
 
 #[tokio::test]
 async fn out_of_memory_redis_writes_nothing_and_answers_503() {
     let t = TestApp::start(Backend::Redis).await;
-    assert_eq!(t.deliver("github", b"{}", &with_id("fits")).await.status(), 200);
+    assert_eq!(
+        t.deliver("github", b"{}", &with_id("fits")).await.status(),
+        200
+    );
     let redis = t.redis.as_ref().unwrap();
     let mut conn = redis.connection();
-    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("1").query(&mut conn).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("1")
+        .query(&mut conn)
+        .unwrap();
     let before = redis.dbsize();
     let response = t.deliver("github", b"{}", &with_id("does-not-fit")).await;
     assert_eq!(response.status(), 503);
     assert_eq!(redis.dbsize(), before);
-    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("0").query(&mut conn).unwrap();
-    assert_eq!(t.deliver("github", b"{}", &with_id("does-not-fit")).await.status(), 200);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("0")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(
+        t.deliver("github", b"{}", &with_id("does-not-fit"))
+            .await
+            .status(),
+        200
+    );
     assert_eq!(t.entries("github").len(), 2);
 }
 
@@ -137,7 +199,12 @@ async fn max_len_trims_the_stream_approximately() {
     )
     .await;
     for i in 0..300 {
-        assert_eq!(t.deliver("github", b"{}", &with_id(&format!("trim-{i}"))).await.status(), 200);
+        assert_eq!(
+            t.deliver("github", b"{}", &with_id(&format!("trim-{i}")))
+                .await
+                .status(),
+            200
+        );
     }
     let len = t.entries("github").len();
     assert!(len < 300, "stream was not trimmed ({len} entries)");
@@ -154,19 +221,96 @@ fn redis_settings(url: &str, extra_store: &str) -> config::Settings {
 #[tokio::test]
 async fn refuses_to_start_when_redis_may_evict_dedup_records() {
     let redis = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
-    let error = App::build(redis_settings(&redis.url(), "")).await.err().expect("refused");
+    let error = App::build(redis_settings(&redis.url(), ""))
+        .await
+        .err()
+        .expect("refused");
     assert!(matches!(error, StartError::Redis(_)), "{error:?}");
     let message = error.to_string();
-    assert!(message.contains("allkeys-lru") && message.contains("store.allow_eviction"), "{message}");
-    assert!(App::build(redis_settings(&redis.url(), "allow_eviction = true")).await.is_ok());
+    assert!(
+        message.contains("allkeys-lru") && message.contains("store.allow_eviction"),
+        "{message}"
+    );
+    assert!(
+        App::build(redis_settings(&redis.url(), "allow_eviction = true"))
+            .await
+            .is_ok()
+    );
 }
 
 #[tokio::test]
 async fn unreachable_redis_at_startup_is_a_clear_error() {
     let port = common::redis::free_port();
-    let error = App::build(redis_settings(&format!("redis://127.0.0.1:{port}"), "timeout = \"200ms\""))
-        .await
-        .err()
-        .expect("refused");
-    assert!(error.to_string().contains(&format!("127.0.0.1:{port}")), "{error}");
+    let error = App::build(redis_settings(
+        &format!("redis://127.0.0.1:{port}"),
+        "timeout = \"200ms\"",
+    ))
+    .await
+    .err()
+    .expect("refused");
+    assert!(
+        error.to_string().contains(&format!("127.0.0.1:{port}")),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_stalled_redis_answers_503_within_the_store_timeout_then_recovers() {
+    let t = TestApp::start_with(
+        Backend::Redis,
+        Extra {
+            store: "timeout = \"200ms\"\n".into(),
+            ..Extra::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        t.deliver("github", b"{}", &with_id("pre-pause"))
+            .await
+            .status(),
+        200
+    );
+    let mut admin = t.redis.as_ref().unwrap().connection();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1500)
+        .arg("WRITE")
+        .query(&mut admin)
+        .unwrap();
+    let started = Instant::now();
+    let response = t.deliver("github", b"{}", &with_id("paused")).await;
+    assert_eq!(response.status(), 503);
+    assert!(
+        started.elapsed() < Duration::from_millis(1200),
+        "took {:?}",
+        started.elapsed()
+    );
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut admin)
+        .unwrap();
+    common::eventually(10, "recovery after CLIENT UNPAUSE", || async {
+        t.deliver("github", b"{}", &with_id("paused"))
+            .await
+            .status()
+            == 200
+    })
+    .await;
+    assert_eq!(t.entries("github").len(), 2);
+}
+
+#[tokio::test]
+async fn starts_with_a_warning_when_config_is_not_permitted() {
+    let redis = RedisServer::start();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "hook", "on", ">pw", "~*", "+@all", "-config"])
+        .query(&mut redis.connection())
+        .unwrap();
+    let url = format!("redis://hook:pw@127.0.0.1:{}", redis.port);
+    let settings = redis_settings(&url, "");
+    assert_eq!(
+        format!("{:?}", settings.store.redis_url),
+        format!("redis://hook:[redacted]@127.0.0.1:{}", redis.port)
+    );
+    assert!(App::build(settings).await.is_ok());
 }

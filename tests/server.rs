@@ -4,7 +4,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{eventually, finish_slow_request, start_slow_request, with_id, Backend, Extra, TestApp};
+use common::{
+    eventually, finish_slow_request, start_slow_request, with_id, Backend, Extra, TestApp,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,10 +33,16 @@ async fn beyond_max_in_flight_new_requests_get_503_with_retry_after() {
 
     let response = finish_slow_request(slow, body).await;
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    assert_eq!(t.deliver("github", b"{}", &with_id("fast-1")).await.status(), 200);
+    assert_eq!(
+        t.deliver("github", b"{}", &with_id("fast-1"))
+            .await
+            .status(),
+        200
+    );
     assert_eq!(t.entries("github").len(), 2);
     assert_eq!(
-        t.metric(r#"hookonce_events_total{source="github",outcome="unavailable"}"#).await,
+        t.metric(r#"hookonce_events_total{source="github",outcome="unavailable"}"#)
+            .await,
         1.0
     );
 }
@@ -70,7 +78,12 @@ async fn a_client_that_trickles_its_headers_is_disconnected() {
 #[tokio::test]
 async fn wrong_method_and_unknown_paths_are_not_webhooks() {
     let t = TestApp::start(Backend::Memory).await;
-    let get = t.client.get(t.url("/webhooks/github")).send().await.unwrap();
+    let get = t
+        .client
+        .get(t.url("/webhooks/github"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(get.status(), 405);
     let other = t.client.post(t.url("/elsewhere")).send().await.unwrap();
     assert_eq!(other.status(), 404);

@@ -370,10 +370,13 @@ pub async fn finish_slow_request(mut stream: tokio::net::TcpStream, body: &[u8])
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     stream.write_all(&body[body.len() / 2..]).await.unwrap();
     let mut response = vec![0u8; 4096];
-    let n = tokio::time::timeout(std::time::Duration::from_secs(10), stream.read(&mut response))
-        .await
-        .expect("response within 10s")
-        .unwrap();
+    let n = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read(&mut response),
+    )
+    .await
+    .expect("response within 10s")
+    .unwrap();
     String::from_utf8_lossy(&response[..n]).into_owned()
 }
 
@@ -385,7 +388,10 @@ where
 {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
     while !probe().await {
-        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }

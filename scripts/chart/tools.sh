@@ -20,7 +20,18 @@ apt_install() {
     apt_updated=1
   fi
   log "apt-get install $*"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+  # Only the binaries are wanted: a policy-rc.d that says 101 keeps the packages' services
+  # (prometheus, redis-server) from starting, as in a container image build.
+  local guard=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 0755 /usr/sbin/policy-rc.d
+    guard=/usr/sbin/policy-rc.d
+  fi
+  local status=0
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2 || status=$?
+  [ -z "$guard" ] || rm -f "$guard"
+  [ "$status" -eq 0 ] || die "apt-get install $* failed"
 }
 
 # need_command CMD DEBIAN_PACKAGE installs the package when CMD is missing.
@@ -74,9 +85,9 @@ ensure_venv() {
 ensure_promtool() {
   if ! command -v promtool >/dev/null 2>&1; then
     apt_install prometheus
-    # The package starts a Prometheus server; this machine only needs the promtool binary.
-    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-      systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
+    # Only promtool is wanted: keep the Prometheus server from starting at the next boot too.
+    if command -v systemctl >/dev/null 2>&1; then
+      systemctl disable prometheus >/dev/null 2>&1 || true
     fi
   fi
   command -v promtool || die "promtool not found after installing prometheus"

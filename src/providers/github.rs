@@ -18,8 +18,8 @@ use super::signing::{
     any_key_matches, keyed_macs, random_uuid, tag, utf8_secret, Candidates, HmacSha256,
 };
 use super::{
-    header, reject_unused_keys, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
-    VerifyError,
+    header, header_or_empty, id_from_header, reject_unused_keys, Provider, RawRequest, SignOptions,
+    Verified, VerifiedEvent, VerifyError,
 };
 
 const SIGNATURE_HEADER: &str = "x-hub-signature-256";
@@ -62,19 +62,15 @@ impl Provider for GitHub {
             return Err(VerifyError::BadSignature);
         }
 
-        // The delivery ID is not signed, but only a holder of the secret can have produced this
-        // body, and GitHub always sends the header: without it the request is malformed.
-        let id = request
-            .headers
-            .get(DELIVERY_HEADER)
-            .ok_or(VerifyError::Malformed("missing X-GitHub-Delivery header"))?;
-        let id = std::str::from_utf8(id.as_bytes())
-            .map_err(|_| VerifyError::Malformed("X-GitHub-Delivery is not UTF-8"))?;
-        let kind = request
-            .headers
-            .get(EVENT_HEADER)
-            .and_then(|kind| kind.to_str().ok())
-            .unwrap_or_default();
+        // GitHub does not sign the delivery ID, so someone who captured a delivery could replay it
+        // under a new ID; that is inherent in the scheme (TLS is what keeps deliveries from being
+        // captured). GitHub always sends the header: a signed request without it is malformed.
+        let id = id_from_header(
+            request.headers,
+            DELIVERY_HEADER,
+            "missing X-GitHub-Delivery header",
+        )?;
+        let kind = header_or_empty(request.headers, EVENT_HEADER);
         let event = VerifiedEvent::new(id, kind, request.body.clone())?;
         Ok(Verified::Events(vec![event]))
     }

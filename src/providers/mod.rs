@@ -5,11 +5,21 @@
 //! obtain a [`VerifiedEvent`] is through a provider's `verify`, because its constructor is private to
 //! this module tree: nothing downstream of `providers/` can ever see an unverified request.
 
+mod adyen;
+mod adyen_platform;
+mod extract;
 #[cfg(test)]
 mod fixture_tests;
+mod generic;
 mod github;
+mod gitlab;
+mod linear;
+mod paddle;
 mod secrets;
+mod shopify;
 mod signing;
+mod slack;
+mod square;
 mod standard;
 mod stripe;
 #[cfg(test)]
@@ -154,6 +164,17 @@ pub fn build(source: &str, settings: &SourceSettings) -> Result<Arc<dyn Provider
             source, settings,
         )?)),
         "github" => Ok(Arc::new(github::GitHub::from_settings(source, settings)?)),
+        "adyen" => Ok(Arc::new(adyen::Adyen::from_settings(source, settings)?)),
+        "adyen_platform" => Ok(Arc::new(adyen_platform::AdyenPlatform::from_settings(
+            source, settings,
+        )?)),
+        "shopify" => Ok(Arc::new(shopify::Shopify::from_settings(source, settings)?)),
+        "slack" => Ok(Arc::new(slack::Slack::from_settings(source, settings)?)),
+        "paddle" => Ok(Arc::new(paddle::Paddle::from_settings(source, settings)?)),
+        "square" => Ok(Arc::new(square::Square::from_settings(source, settings)?)),
+        "linear" => Ok(Arc::new(linear::Linear::from_settings(source, settings)?)),
+        "gitlab" => Ok(Arc::new(gitlab::GitLab::from_settings(source, settings)?)),
+        "generic" => Ok(Arc::new(generic::Generic::from_settings(source, settings)?)),
         other => Err(ConfigError::invalid(
             key("provider"),
             format!(
@@ -165,21 +186,51 @@ pub fn build(source: &str, settings: &SourceSettings) -> Result<Arc<dyn Provider
 }
 
 /// Every provider name `build` accepts.
-pub const KNOWN_PROVIDERS: &[&str] = &["stripe", "standard", "github"];
+pub const KNOWN_PROVIDERS: &[&str] = &[
+    "stripe",
+    "standard",
+    "github",
+    "adyen",
+    "adyen_platform",
+    "shopify",
+    "slack",
+    "paddle",
+    "square",
+    "linear",
+    "gitlab",
+    "generic",
+];
 
 /// Default dedup window for a provider: its retry horizon plus a margin.
+///
+/// A window shorter than the horizon lets a late retry through as a new event; a longer one only
+/// costs Redis memory (one small record per event), so the margins are generous.
 pub fn default_dedup_ttl(provider: &str) -> Duration {
     const HOUR: u64 = 3600;
-    let hours = match provider {
+    const DAY: u64 = 24 * HOUR;
+    let secs = match provider {
         // Stripe retries live events for up to 3 days; one day of margin.
-        "stripe" => 4 * 24,
+        "stripe" => 4 * DAY,
         // GitHub lets operators redeliver for 3 days; one day of margin.
-        "github" => 4 * 24,
+        "github" => 4 * DAY,
         // Svix's schedule ends about 28 hours after the first attempt; the rest is margin.
-        "standard" => 3 * 24,
-        _ => 7 * 24,
+        "standard" => 3 * DAY,
+        // Adyen's retry queue keeps trying for up to 30 days (both webhook families).
+        "adyen" | "adyen_platform" => 31 * DAY,
+        // Shopify retries 8 times over 4 hours; a day covers late manual re-sends too.
+        "shopify" => DAY,
+        // Slack retries 3 times within about 6 minutes; an hour is ample.
+        "slack" => HOUR,
+        // Paddle retries for up to 3 days; Square for up to 72 hours.
+        "paddle" | "square" => 4 * DAY,
+        // Linear retries after 1 minute, 1 hour and 6 hours.
+        "linear" => DAY,
+        // GitLab keeps hook logs (and their "Resend request" button) for 2 days.
+        "gitlab" => 3 * DAY,
+        // Unknown schedules (generic): a week.
+        _ => 7 * DAY,
     };
-    Duration::from_secs(hours * HOUR)
+    Duration::from_secs(secs)
 }
 
 /// Checks that an event ID can be used verbatim as part of a Redis key.
@@ -247,6 +298,28 @@ pub(crate) fn json_object<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> Opti
         return None;
     }
     serde_json::from_slice(body).ok()
+}
+
+/// The event ID carried in a header of an already verified request.
+///
+/// Absent or not UTF-8 is `Malformed`, not a signature problem: the signature has matched, so the
+/// sender holds the secret and simply sent something we cannot key on.
+pub(crate) fn id_from_header<'a>(
+    headers: &'a HeaderMap,
+    name: impl http::header::AsHeaderName,
+    missing: &'static str,
+) -> Result<&'a str, VerifyError> {
+    let value = headers.get(name).ok_or(VerifyError::Malformed(missing))?;
+    std::str::from_utf8(value.as_bytes())
+        .map_err(|_| VerifyError::Malformed("event ID header is not UTF-8"))
+}
+
+/// A header's text, or `""` when it is absent or not visible ASCII (for informational fields).
+pub(crate) fn header_or_empty(headers: &HeaderMap, name: impl http::header::AsHeaderName) -> &str {
+    headers
+        .get(name)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
 }
 
 /// Returns a header's value as text, or the error that names it.

@@ -1,0 +1,278 @@
+//! Adyen classic notifications: one HMAC per batch item, inside the JSON body.
+//!
+//! Each `notificationItems[i].NotificationRequestItem` carries `additionalData.hmacSignature`:
+//! base64 HMAC-SHA256, keyed with the hex-decoded HMAC key, over eight fields joined by `:`
+//! (`pspReference:originalReference:merchantAccountCode:merchantReference:amount.value:
+//! amount.currency:eventCode:success`, a missing field being empty). **Every** item is checked,
+//! and one bad item rejects the whole request: an attacker who can append an unsigned item to a
+//! genuine batch must not get it forwarded. (The Python SDK's helper looks at item 0 only.)
+//!
+//! The signature is only over those fields, not the rest of the item, so fields such as
+//! `additionalData` or `reason` are as trustworthy as the transport that carried them; the ID
+//! fields, which drive deduplication, are all signed.
+//!
+//! Each item becomes one event:
+//! - `event_id` = `merchantAccountCode:pspReference:eventCode:success`. pspReference and eventCode
+//!   identify the event; `success` keeps a later changed outcome from being dropped as a duplicate.
+//! - `event_type` = `eventCode`.
+//! - body = a one-item notification in Adyen's own shape, the item copied byte for byte from the
+//!   request: `{"live":<live>,"notificationItems":[{"NotificationRequestItem":<item>}]}`, where
+//!   `<live>` is the batch's `live` value as sent (`"true"`/`"false"`; the key is left out when the
+//!   batch has none). Consumers can parse it with Adyen's models and re-check its `hmacSignature`.
+//!
+//! Adyen expects the body `[accepted]` in answer (a legacy requirement it still honours).
+
+use std::borrow::Cow;
+use std::fmt;
+
+use bytes::Bytes;
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::config::{ConfigError, SourceSettings};
+
+use super::signing::{any_key_matches, keyed_macs, Candidates, HmacSha256};
+use super::{
+    reject_unused_keys, Ack, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
+    VerifyError,
+};
+
+/// Where the signature lives, named in errors in place of a header.
+const SIGNATURE_FIELD: &str = "additionalData.hmacSignature";
+
+pub struct Adyen {
+    keys: Vec<HmacSha256>,
+}
+
+impl Adyen {
+    pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
+        reject_unused_keys(source, settings, &[])?;
+        Ok(Self {
+            keys: keyed_macs(source, settings, decode_hex_key)?,
+        })
+    }
+}
+
+/// Adyen shows HMAC keys as hex (64 digits for the 32-byte keys it generates).
+pub(crate) fn decode_hex_key(secret: &str) -> Result<Vec<u8>, String> {
+    let key = hex::decode(secret.trim()).map_err(|e| format!("is not a hex HMAC key ({e})"))?;
+    if key.is_empty() {
+        return Err("is an empty HMAC key".to_owned());
+    }
+    Ok(key)
+}
+
+#[derive(Deserialize)]
+struct Batch<'a> {
+    #[serde(borrow, default)]
+    live: Option<&'a RawValue>,
+    #[serde(rename = "notificationItems", borrow)]
+    items: Vec<Wrapper<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Wrapper<'a> {
+    #[serde(rename = "NotificationRequestItem", borrow)]
+    item: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Item<'a> {
+    #[serde(borrow, default)]
+    psp_reference: Option<Field<'a>>,
+    #[serde(borrow, default)]
+    original_reference: Option<Field<'a>>,
+    #[serde(borrow, default)]
+    merchant_account_code: Option<Field<'a>>,
+    #[serde(borrow, default)]
+    merchant_reference: Option<Field<'a>>,
+    #[serde(borrow, default)]
+    amount: Option<Amount<'a>>,
+    #[serde(borrow, default)]
+    event_code: Option<Field<'a>>,
+    #[serde(borrow, default)]
+    success: Option<Field<'a>>,
+    #[serde(borrow, default)]
+    additional_data: Option<AdditionalData<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Amount<'a> {
+    #[serde(borrow, default)]
+    value: Option<Field<'a>>,
+    #[serde(borrow, default)]
+    currency: Option<Field<'a>>,
+}
+
+#[derive(Deserialize)]
+struct AdditionalData<'a> {
+    #[serde(rename = "hmacSignature", borrow, default)]
+    hmac_signature: Option<Cow<'a, str>>,
+}
+
+/// A signed field as it enters the signed string: strings as they are, integers in decimal and
+/// booleans as `true`/`false` (Adyen sends `success` as a string, some integrations as a bool).
+struct Field<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Field<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FieldVisitor;
+        impl<'de> Visitor<'de> for FieldVisitor {
+            type Value = Field<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, an integer or a boolean")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Field(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Field(Cow::Owned(v.to_owned())))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(Field(Cow::Owned(v.to_string())))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(Field(Cow::Owned(v.to_string())))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(Field(Cow::Borrowed(if v { "true" } else { "false" })))
+            }
+        }
+        deserializer.deserialize_any(FieldVisitor)
+    }
+}
+
+fn text<'b>(field: &'b Option<Field<'_>>) -> &'b str {
+    field.as_ref().map_or("", |f| &f.0)
+}
+
+impl Item<'_> {
+    /// The eight signed fields, in order.
+    fn signed_fields(&self) -> [&str; 8] {
+        let (value, currency) = self
+            .amount
+            .as_ref()
+            .map_or(("", ""), |a| (text(&a.value), text(&a.currency)));
+        [
+            text(&self.psp_reference),
+            text(&self.original_reference),
+            text(&self.merchant_account_code),
+            text(&self.merchant_reference),
+            value,
+            currency,
+            text(&self.event_code),
+            text(&self.success),
+        ]
+    }
+}
+
+/// Checks one item's signature against every key.
+fn verify_item(keys: &[HmacSha256], item: &Item<'_>) -> Result<(), VerifyError> {
+    let signature = item
+        .additional_data
+        .as_ref()
+        .and_then(|data| data.hmac_signature.as_deref())
+        .filter(|signature| !signature.is_empty())
+        .ok_or(VerifyError::MissingHeader(SIGNATURE_FIELD))?;
+    let mut candidates = Candidates::new(32);
+    candidates
+        .push_base64(signature)
+        .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_FIELD))?;
+    let f = item.signed_fields();
+    let c: &[u8] = b":";
+    let message: [&[u8]; 15] = [
+        f[0].as_bytes(),
+        c,
+        f[1].as_bytes(),
+        c,
+        f[2].as_bytes(),
+        c,
+        f[3].as_bytes(),
+        c,
+        f[4].as_bytes(),
+        c,
+        f[5].as_bytes(),
+        c,
+        f[6].as_bytes(),
+        c,
+        f[7].as_bytes(),
+    ];
+    if any_key_matches(keys, &message, &candidates) {
+        Ok(())
+    } else {
+        Err(VerifyError::BadSignature)
+    }
+}
+
+/// The forwarded body of one item (see the module documentation for the shape).
+fn item_body(live: Option<&RawValue>, item: &RawValue) -> Bytes {
+    const WRAPPER_LEN: usize = 64;
+    let mut out = Vec::with_capacity(item.get().len() + WRAPPER_LEN);
+    out.push(b'{');
+    if let Some(live) = live {
+        out.extend_from_slice(b"\"live\":");
+        out.extend_from_slice(live.get().as_bytes());
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"notificationItems\":[{\"NotificationRequestItem\":");
+    out.extend_from_slice(item.get().as_bytes());
+    out.extend_from_slice(b"}]}");
+    Bytes::from(out)
+}
+
+impl Provider for Adyen {
+    fn name(&self) -> &'static str {
+        "adyen"
+    }
+
+    fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
+        // The signatures live in the body, so it has to be parsed before anything is verified. A
+        // body we cannot read carries no signature we can check: that is a signature failure
+        // (401), never `Malformed` (400), which is reserved for authenticated requests.
+        let batch: Batch<'_> = serde_json::from_slice(request.body)
+            .map_err(|_| VerifyError::MissingHeader(SIGNATURE_FIELD))?;
+        if batch.items.is_empty() {
+            return Err(VerifyError::MissingHeader(SIGNATURE_FIELD));
+        }
+        let mut items = Vec::with_capacity(batch.items.len());
+        for wrapper in &batch.items {
+            let item: Item<'_> = serde_json::from_str(wrapper.item.get())
+                .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_FIELD))?;
+            verify_item(&self.keys, &item)?;
+            items.push(item);
+        }
+
+        let mut events = Vec::with_capacity(items.len());
+        for (item, wrapper) in items.iter().zip(&batch.items) {
+            let [psp, _, merchant, _, _, _, code, success] = item.signed_fields();
+            if psp.is_empty() || merchant.is_empty() || code.is_empty() {
+                return Err(VerifyError::Malformed(
+                    "Adyen item without pspReference, merchantAccountCode or eventCode",
+                ));
+            }
+            let id = format!("{merchant}:{psp}:{code}:{success}");
+            let body = item_body(batch.live, wrapper.item);
+            events.push(VerifiedEvent::new(id, code, body)?);
+        }
+        Ok(Verified::Events(events))
+    }
+
+    fn ack(&self) -> Ack {
+        Ack {
+            content_type: "text/plain",
+            body: "[accepted]",
+        }
+    }
+
+    /// Adyen signs inside the body (each item's `additionalData.hmacSignature`), so there is no
+    /// signature header to produce: the body must already carry its signatures.
+    fn sign(&self, _body: &[u8], _options: &SignOptions) -> Vec<(String, String)> {
+        vec![("Content-Type".to_owned(), "application/json".to_owned())]
+    }
+}
+
+#[cfg(test)]
+#[path = "adyen_tests.rs"]
+mod tests;

@@ -1,0 +1,253 @@
+//! Linear: `Linear-Signature` = hex HMAC-SHA256 of the raw body with the webhook's signing secret.
+//!
+//! Linear signs no timestamp header; the body's `webhookTimestamp` (unix **milliseconds**) is
+//! covered by the signature and must be within the tolerance, 60 s by default as in Linear's SDK,
+//! on either side. Our clock has whole-second resolution, so the check is accurate to a second.
+//!
+//! Event ID: the `Linear-Delivery` header, which Linear keeps across retries (it is not signed,
+//! like GitHub's delivery ID). Type: the body's `type` (`Issue`, `Comment`, …).
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::config::{ConfigError, SourceSettings};
+
+use super::signing::{
+    any_key_matches, keyed_macs, random_uuid, tag, tolerance_secs, utf8_secret, Candidates,
+    HmacSha256,
+};
+use super::{
+    header, id_from_header, json_object, reject_unused_keys, Provider, RawRequest, SignOptions,
+    Verified, VerifiedEvent, VerifyError,
+};
+
+const SIGNATURE_HEADER: &str = "linear-signature";
+const DELIVERY_HEADER: &str = "linear-delivery";
+const DEFAULT_TOLERANCE: Duration = Duration::from_secs(60);
+
+pub struct Linear {
+    keys: Vec<HmacSha256>,
+    tolerance_ms: u64,
+}
+
+impl Linear {
+    pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
+        reject_unused_keys(source, settings, &["tolerance"])?;
+        Ok(Self {
+            keys: keyed_macs(source, settings, utf8_secret)?,
+            tolerance_ms: tolerance_secs(source, settings, DEFAULT_TOLERANCE)?.saturating_mul(1000),
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct Payload<'a> {
+    #[serde(rename = "webhookTimestamp")]
+    timestamp_ms: i64,
+    #[serde(borrow, rename = "type", default)]
+    kind: Option<Cow<'a, str>>,
+}
+
+impl Provider for Linear {
+    fn name(&self) -> &'static str {
+        "linear"
+    }
+
+    fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
+        let value = header(request.headers, SIGNATURE_HEADER)?;
+        let mut signatures = Candidates::new(32);
+        signatures
+            .push_hex(value.trim())
+            .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_HEADER))?;
+        if !any_key_matches(&self.keys, &[request.body], &signatures) {
+            return Err(VerifyError::BadSignature);
+        }
+        let payload: Payload<'_> = json_object(request.body).ok_or(VerifyError::Malformed(
+            "body is not a Linear payload (JSON object with a numeric \"webhookTimestamp\")",
+        ))?;
+        let now_ms = request.now_unix.saturating_mul(1000);
+        if now_ms.abs_diff(payload.timestamp_ms) > self.tolerance_ms {
+            return Err(VerifyError::StaleTimestamp);
+        }
+        let id = id_from_header(
+            request.headers,
+            DELIVERY_HEADER,
+            "missing Linear-Delivery header",
+        )?;
+        let event = VerifiedEvent::new(id, payload.kind.unwrap_or_default(), request.body.clone())?;
+        Ok(Verified::Events(vec![event]))
+    }
+
+    /// The body must already carry its `webhookTimestamp`: Linear signs no timestamp header.
+    fn sign(&self, body: &[u8], options: &SignOptions) -> Vec<(String, String)> {
+        let kind = options
+            .event_type
+            .clone()
+            .unwrap_or_else(|| "Issue".to_owned());
+        vec![
+            (
+                "Linear-Signature".to_owned(),
+                hex::encode(tag(&self.keys[0], &[body])),
+            ),
+            (
+                "Linear-Delivery".to_owned(),
+                options.event_id.clone().unwrap_or_else(random_uuid),
+            ),
+            ("Linear-Event".to_owned(), kind),
+            (
+                "Content-Type".to_owned(),
+                "application/json; charset=utf-8".to_owned(),
+            ),
+            ("User-Agent".to_owned(), "Linear-Webhook".to_owned()),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderMap;
+    use serde_json::json;
+
+    use super::super::testing::{config_error, events, headers, one, settings, signed, verify};
+    use super::*;
+
+    const SECRET: &str = "lin_wh_hookonce0123456789abcdef";
+    const NOW: i64 = 1_700_000_000;
+    const DELIVERY: &str = "234d1a4e-b617-4388-90fe-adc3633d6b72";
+
+    fn body(timestamp_ms: i64) -> String {
+        format!(
+            r#"{{"action":"create","type":"Issue","data":{{"id":"2174add1","title":"Zoë's bug"}},"url":"https://linear.app/x","webhookTimestamp":{timestamp_ms},"webhookId":"000042e3"}}"#
+        )
+    }
+
+    fn linear(secrets: &[&str]) -> Linear {
+        Linear::from_settings("lin", &settings("linear", secrets, json!({}))).unwrap()
+    }
+
+    fn request(sig: &str) -> HeaderMap {
+        headers(&[
+            ("Linear-Signature", sig.as_bytes()),
+            ("Linear-Delivery", DELIVERY.as_bytes()),
+        ])
+    }
+
+    fn sig(secret: &str, body: &str) -> String {
+        use hmac::Mac;
+        hex::encode(tag(
+            &HmacSha256::new_from_slice(secret.as_bytes()).unwrap(),
+            &[body.as_bytes()],
+        ))
+    }
+
+    #[test]
+    fn verifies_signature_then_the_signed_timestamp() {
+        let provider = linear(&[SECRET]);
+        let fresh = body(NOW * 1000 - 500);
+        let result = verify(
+            &provider,
+            &request(&sig(SECRET, &fresh)),
+            fresh.as_bytes(),
+            NOW,
+        );
+        assert_eq!(events(result), one(DELIVERY, "Issue"));
+        for ms in [(NOW - 61) * 1000, (NOW + 61) * 1000] {
+            let stale = body(ms);
+            let result = verify(
+                &provider,
+                &request(&sig(SECRET, &stale)),
+                stale.as_bytes(),
+                NOW,
+            );
+            assert_eq!(result, Err(VerifyError::StaleTimestamp));
+        }
+        let wide = Linear::from_settings(
+            "lin",
+            &settings("linear", &[SECRET], json!({ "tolerance": "2m" })),
+        )
+        .unwrap();
+        let old = body((NOW - 100) * 1000);
+        assert!(verify(&wide, &request(&sig(SECRET, &old)), old.as_bytes(), NOW).is_ok());
+    }
+
+    #[test]
+    fn rejects_tampering_wrong_secret_and_bad_headers() {
+        let fresh = body(NOW * 1000);
+        let good = sig(SECRET, &fresh);
+        let provider = linear(&[SECRET]);
+        let tampered = fresh.replace("Zoë", "Eve");
+        assert_eq!(
+            verify(&provider, &request(&good), tampered.as_bytes(), NOW),
+            Err(VerifyError::BadSignature)
+        );
+        assert_eq!(
+            verify(&linear(&["x"]), &request(&good), fresh.as_bytes(), NOW),
+            Err(VerifyError::BadSignature)
+        );
+        assert!(verify(
+            &linear(&["x", SECRET]),
+            &request(&good),
+            fresh.as_bytes(),
+            NOW
+        )
+        .is_ok());
+        assert_eq!(
+            verify(&provider, &request("sha256=abc"), fresh.as_bytes(), NOW),
+            Err(VerifyError::GarbledHeader(SIGNATURE_HEADER))
+        );
+        assert_eq!(
+            verify(&provider, &headers(&[]), fresh.as_bytes(), NOW),
+            Err(VerifyError::MissingHeader(SIGNATURE_HEADER))
+        );
+    }
+
+    #[test]
+    fn signed_requests_need_a_timestamp_and_a_delivery_id() {
+        let provider = linear(&[SECRET]);
+        for payload in [
+            r#"{"type":"Issue"}"#,
+            r#"{"webhookTimestamp":"soon"}"#,
+            "[]",
+        ] {
+            let result = verify(
+                &provider,
+                &request(&sig(SECRET, payload)),
+                payload.as_bytes(),
+                NOW,
+            );
+            assert!(
+                matches!(result, Err(VerifyError::Malformed(_))),
+                "{payload}"
+            );
+        }
+        let fresh = body(NOW * 1000);
+        let no_id = headers(&[("Linear-Signature", sig(SECRET, &fresh).as_bytes())]);
+        assert!(matches!(
+            verify(&provider, &no_id, fresh.as_bytes(), NOW),
+            Err(VerifyError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn sign_round_trips() {
+        let provider = linear(&[SECRET]);
+        let fresh = body(NOW * 1000);
+        let options = SignOptions {
+            event_id: Some(DELIVERY.to_owned()),
+            event_type: None,
+            now_unix: NOW,
+        };
+        let sent = provider.sign(fresh.as_bytes(), &options);
+        assert_eq!(
+            events(verify(&provider, &signed(&sent), fresh.as_bytes(), NOW)),
+            one(DELIVERY, "Issue")
+        );
+        let error = config_error(Linear::from_settings(
+            "lin",
+            &settings("linear", &[SECRET], json!({ "id_header": "x" })),
+        ));
+        assert!(error.starts_with("sources.lin.id_header:"), "{error}");
+    }
+}

@@ -23,17 +23,14 @@
 
 use std::time::Duration;
 
-use hmac::Hmac;
 use http::HeaderName;
-use sha1::Sha1;
-use sha2::Sha512;
 
 use crate::config::{ConfigError, SourceSettings};
 
 use super::extract::{id_at, parse_body, required, type_at, Pointer};
 use super::signing::{
-    any_key_matches, base64, check_timestamp, keyed_macs, parse_unix, random_uuid, tag,
-    tolerance_secs, utf8_secret, Candidates, HmacSha256,
+    base64, check_timestamp, keyed_macs, parse_unix, random_uuid, tolerance_secs, utf8_secret,
+    AnyHmac, Candidates,
 };
 use super::{
     header_or_empty, id_from_header, reject_unused_keys, Provider, RawRequest, SignOptions,
@@ -59,38 +56,6 @@ const KEYS: &[&str] = &[
     "type_pointer",
 ];
 
-enum Keys {
-    Sha1(Vec<Hmac<Sha1>>),
-    Sha256(Vec<HmacSha256>),
-    Sha512(Vec<Hmac<Sha512>>),
-}
-
-impl Keys {
-    fn tag_len(&self) -> usize {
-        match self {
-            Keys::Sha1(_) => 20,
-            Keys::Sha256(_) => 32,
-            Keys::Sha512(_) => 64,
-        }
-    }
-
-    fn matches(&self, message: &[&[u8]], candidates: &Candidates) -> bool {
-        match self {
-            Keys::Sha1(keys) => any_key_matches(keys, message, candidates),
-            Keys::Sha256(keys) => any_key_matches(keys, message, candidates),
-            Keys::Sha512(keys) => any_key_matches(keys, message, candidates),
-        }
-    }
-
-    fn sign(&self, message: &[&[u8]]) -> Vec<u8> {
-        match self {
-            Keys::Sha1(keys) => tag(&keys[0], message),
-            Keys::Sha256(keys) => tag(&keys[0], message),
-            Keys::Sha512(keys) => tag(&keys[0], message),
-        }
-    }
-}
-
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Encoding {
     Hex,
@@ -111,7 +76,7 @@ enum Source {
 }
 
 pub struct Generic {
-    keys: Keys,
+    keys: AnyHmac,
     signature_header: HeaderName,
     signature_prefix: String,
     encoding: Encoding,
@@ -143,9 +108,9 @@ impl Generic {
             &settings.algorithm,
             "\"sha256\"",
         )? {
-            "sha1" => Keys::Sha1(keyed_macs(source, settings, utf8_secret)?),
-            "sha256" => Keys::Sha256(keyed_macs(source, settings, utf8_secret)?),
-            "sha512" => Keys::Sha512(keyed_macs(source, settings, utf8_secret)?),
+            "sha1" => AnyHmac::Sha1(keyed_macs(source, settings, utf8_secret)?),
+            "sha256" => AnyHmac::Sha256(keyed_macs(source, settings, utf8_secret)?),
+            "sha512" => AnyHmac::Sha512(keyed_macs(source, settings, utf8_secret)?),
             _ => {
                 return Err(invalid(
                     "algorithm",

@@ -11,7 +11,8 @@ use base64::Engine as _;
 use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
 use rand::Rng;
-use sha2::Sha256;
+use sha1::Sha1;
+use sha2::{Sha256, Sha512};
 
 use crate::config::{ConfigError, SourceSettings};
 
@@ -236,6 +237,39 @@ pub(crate) fn random_uuid() -> String {
 /// Base64 (standard alphabet, padded) of a tag, for `sign`.
 pub(crate) fn base64(bytes: &[u8]) -> String {
     STANDARD.encode(bytes)
+}
+
+/// Keyed MACs of one configured algorithm (the generic provider's `algorithm`).
+pub(crate) enum AnyHmac {
+    Sha1(Vec<Hmac<Sha1>>),
+    Sha256(Vec<HmacSha256>),
+    Sha512(Vec<Hmac<Sha512>>),
+}
+
+impl AnyHmac {
+    pub(crate) fn tag_len(&self) -> usize {
+        match self {
+            AnyHmac::Sha1(_) => 20,
+            AnyHmac::Sha256(_) => 32,
+            AnyHmac::Sha512(_) => 64,
+        }
+    }
+
+    pub(crate) fn matches(&self, message: &[&[u8]], candidates: &Candidates) -> bool {
+        match self {
+            AnyHmac::Sha1(keys) => any_key_matches(keys, message, candidates),
+            AnyHmac::Sha256(keys) => any_key_matches(keys, message, candidates),
+            AnyHmac::Sha512(keys) => any_key_matches(keys, message, candidates),
+        }
+    }
+
+    pub(crate) fn sign(&self, message: &[&[u8]]) -> Vec<u8> {
+        match self {
+            AnyHmac::Sha1(keys) => tag(&keys[0], message),
+            AnyHmac::Sha256(keys) => tag(&keys[0], message),
+            AnyHmac::Sha512(keys) => tag(&keys[0], message),
+        }
+    }
 }
 
 #[cfg(test)]

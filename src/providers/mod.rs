@@ -4,6 +4,20 @@
 //! reads no clock, so every scheme is unit-testable against the official vectors. The only way to
 //! obtain a [`VerifiedEvent`] is through a provider's `verify`, because its constructor is private to
 //! this module tree: nothing downstream of `providers/` can ever see an unverified request.
+//!
+//! Every scheme runs in the same order: read the signature, compare it in constant time with the
+//! MAC of the raw bytes under every configured secret (rotation), check the signed timestamp, and
+//! only then parse the body for the event ID. So an unsigned garbage body is an invalid signature
+//! (401), never `Malformed` (400), which is kept for senders that hold the secret.
+//!
+//! - `stripe`, `standard` (and Svix), `github`, `shopify`, `slack`, `paddle`, `square`, `linear`,
+//!   `gitlab`: one scheme each, as described in PROVIDERS.md and each module's documentation.
+//! - `adyen` (classic: a signature per batch item, one event per item) and `adyen_platform`.
+//! - `generic`: a configurable HMAC shape for providers without a module of their own.
+//! - `signing`: keyed MACs, decoded signatures, timestamps and made-up IDs for `sign`;
+//!   `extract`: JSON pointers; `secrets`: per-provider secret decoding.
+//! - `fixture_tests`: replays tests/fixtures/*.json, made with the providers' own SDKs by
+//!   `scripts/gen-fixtures`.
 
 mod adyen;
 mod adyen_platform;
@@ -329,4 +343,97 @@ pub(crate) fn header<'a>(
 ) -> Result<&'a str, VerifyError> {
     let value = headers.get(name).ok_or(VerifyError::MissingHeader(name))?;
     value.to_str().map_err(|_| VerifyError::GarbledHeader(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::testing::settings;
+    use super::*;
+
+    /// The smallest valid settings of each provider, with the common keys every provider takes.
+    fn minimal(provider: &str) -> SourceSettings {
+        let (secret, extra) = match provider {
+            "adyen" => ("44782DEF547AAA06C910C43932B1EB0C", json!({})),
+            "adyen_platform" => (
+                "44782DEF547AAA06C910C43932B1EB0C",
+                json!({ "id_pointer": "/id" }),
+            ),
+            "square" => (
+                "key",
+                json!({ "notification_url": "https://hooks.example.com/sq" }),
+            ),
+            "generic" => (
+                "key",
+                json!({ "signature_header": "X-Sig", "algorithm": "sha256", "encoding": "hex", "id_header": "X-Id" }),
+            ),
+            "standard" => ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", json!({})),
+            _ => ("secret", json!({})),
+        };
+        let mut extra = extra;
+        extra["dedup_ttl"] = json!("2h");
+        extra["stream"] = json!("custom:stream");
+        settings(provider, &[secret], extra)
+    }
+
+    #[test]
+    fn every_known_provider_builds_signs_and_has_a_dedup_window() {
+        for name in KNOWN_PROVIDERS {
+            let provider = build("src", &minimal(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(provider.name(), *name);
+            let headers = provider.sign(b"{}", &SignOptions::default());
+            assert!(headers.iter().any(|(n, _)| n == "Content-Type"), "{name}");
+            assert!(
+                default_dedup_ttl(name) >= Duration::from_secs(3600),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_providers_and_foreign_keys_are_named() {
+        let error = build("src", &settings("stripey", &["s"], json!({})))
+            .err()
+            .unwrap();
+        assert!(
+            error.to_string().starts_with("sources.src.provider:"),
+            "{error}"
+        );
+        for name in KNOWN_PROVIDERS {
+            let mut source = minimal(name);
+            // Every provider but square rejects notification_url; square rejects id_header.
+            let key = if *name == "square" {
+                "id_header"
+            } else {
+                "notification_url"
+            };
+            let mut value = serde_json::to_value(&source).unwrap();
+            value[key] = json!("x");
+            value["secrets"] = json!(source
+                .secrets
+                .iter()
+                .map(|s| s.expose())
+                .collect::<Vec<_>>());
+            source = serde_json::from_value(value).unwrap();
+            let error = build("src", &source)
+                .err()
+                .unwrap_or_else(|| panic!("{name} took {key}"));
+            assert!(
+                error
+                    .to_string()
+                    .starts_with(&format!("sources.src.{key}:")),
+                "{name}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn event_ids_are_checked_for_length_and_control_characters() {
+        assert!(validate_event_id(&"a".repeat(255)).is_ok());
+        assert!(validate_event_id(&"a".repeat(256)).is_err());
+        assert!(validate_event_id("").is_err());
+        assert!(validate_event_id("a\u{7f}b").is_err());
+        assert!(validate_event_id("évt_ü_東京").is_ok());
+    }
 }

@@ -146,11 +146,15 @@ impl Ingest {
         if events.is_empty() {
             return Reply::rejected(Outcome::Malformed, "request carries no event");
         }
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
         let forward = |event| {
             let delivery = Delivery {
                 target: &source.target,
                 event,
                 received_at_ms,
+                content_type,
             };
             async move {
                 let started = Instant::now();
@@ -158,6 +162,12 @@ impl Ingest {
                 self.forward_latency.record(started.elapsed().as_secs_f64());
                 let outcome = forward_outcome(&result);
                 source.metrics.event(outcome);
+                if let Ok(Forwarded::New {
+                    reclaimed: true, ..
+                }) = result
+                {
+                    source.metrics.lease_reclaimed();
+                }
                 (outcome, result.err())
             }
         };

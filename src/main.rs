@@ -130,6 +130,7 @@ fn serve(settings: Settings) -> anyhow::Result<ExitCode> {
             .await
             .context("cannot bind the listeners")?;
         let app = Arc::new(App::build(settings).await?);
+        app.spawn_stream_sampler();
         tracing::info!(
             message = "Listening.",
             webhooks = %listeners.http_addr()?,
@@ -215,12 +216,23 @@ fn inspect(
         } else {
             match store.get_record(&key).await? {
                 Some((record, ttl_ms)) => {
-                    let (entry_id, fingerprint) =
-                        hookonce::forward::parse_record(&record).unwrap_or((&record, ""));
                     println!("key:         {key}");
-                    println!("stream:      {}", target.stream);
-                    println!("entry_id:    {entry_id}");
-                    println!("fingerprint: {fingerprint}");
+                    match hookonce::forward::ledger::parse_processing(&record) {
+                        Some((token, fingerprint, deadline_ms)) => {
+                            println!("state:       processing (claimed, not yet completed)");
+                            println!("token:       {token}");
+                            println!("fingerprint: {fingerprint}");
+                            println!("lease_until: {deadline_ms} (unix ms)");
+                        }
+                        None => {
+                            let (entry, fingerprint) =
+                                hookonce::forward::parse_record(&record).unwrap_or((&record, ""));
+                            println!("state:       done");
+                            println!("stream:      {}", target.stream);
+                            println!("entry_id:    {entry}");
+                            println!("fingerprint: {fingerprint}");
+                        }
+                    }
                     println!(
                         "expires_in:  {}",
                         humantime::format_duration(std::time::Duration::from_millis(

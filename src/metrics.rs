@@ -23,6 +23,8 @@ pub const STORE_DURATION_SECONDS: &str = "hookonce_store_duration_seconds";
 pub const FORWARD_DURATION_SECONDS: &str = "hookonce_forward_duration_seconds";
 pub const BUILD_INFO: &str = "hookonce_build_info";
 pub const REQUESTS_IN_FLIGHT: &str = "hookonce_requests_in_flight";
+pub const LEASE_RECLAIMS_TOTAL: &str = "hookonce_lease_reclaims_total";
+pub const STREAM_LENGTH: &str = "hookonce_stream_length";
 
 /// Label value for requests whose source is not configured.
 pub const UNKNOWN_SOURCE: &str = "_unknown";
@@ -68,7 +70,7 @@ impl Metrics {
     }
 
     fn describe(&self) {
-        let help: [(&'static str, Unit, &'static str); 8] = [
+        let help: [(&'static str, Unit, &'static str); 10] = [
             (EVENTS_TOTAL, Unit::Count, "Events by source and outcome."),
             (
                 DUPLICATE_HITS_TOTAL,
@@ -101,13 +103,23 @@ impl Metrics {
                 Unit::Count,
                 "Webhook requests being handled.",
             ),
+            (
+                LEASE_RECLAIMS_TOTAL,
+                Unit::Count,
+                "Claims taken over after an earlier lease expired (two-phase mode).",
+            ),
+            (
+                STREAM_LENGTH,
+                Unit::Count,
+                "Entries in a source's Redis Stream (sampled).",
+            ),
         ];
         for (name, unit, text) in help {
             let name = KeyName::from_const_str(name);
             let text = SharedString::const_str(text);
             match unit {
                 Unit::Seconds => self.recorder.describe_histogram(name, Some(unit), text),
-                _ if [BUILD_INFO, REQUESTS_IN_FLIGHT].contains(&name.as_str()) => {
+                _ if [BUILD_INFO, REQUESTS_IN_FLIGHT, STREAM_LENGTH].contains(&name.as_str()) => {
                     self.recorder.describe_gauge(name, None, text)
                 }
                 _ => self.recorder.describe_counter(name, None, text),
@@ -161,9 +173,15 @@ impl Metrics {
             source: source.to_owned(),
             events: per_outcome(EVENTS_TOTAL),
             duplicate_hits: self.counter(DUPLICATE_HITS_TOTAL, vec![label()]),
+            lease_reclaims: self.counter(LEASE_RECLAIMS_TOTAL, vec![label()]),
             durations,
             statuses,
         }
+    }
+
+    /// The sampled length of one Redis Stream.
+    pub fn stream_length(&self, stream: &str) -> Gauge {
+        self.gauge(STREAM_LENGTH, vec![Label::new("stream", stream.to_owned())])
     }
 
     /// A latency histogram for a store operation (`op` = forward, claim, ping, …).
@@ -186,6 +204,7 @@ pub struct SourceMetrics {
     source: String,
     events: [Counter; Outcome::ALL.len()],
     duplicate_hits: Counter,
+    lease_reclaims: Counter,
     durations: [Histogram; Outcome::ALL.len()],
     statuses: [(u16, Counter); KNOWN_STATUSES.len()],
 }
@@ -197,6 +216,11 @@ impl SourceMetrics {
         if outcome == Outcome::Duplicate {
             self.duplicate_hits.increment(1);
         }
+    }
+
+    /// Counts a claim taken over from an expired lease.
+    pub fn lease_reclaimed(&self) {
+        self.lease_reclaims.increment(1);
     }
 
     /// Counts one finished request.

@@ -1,40 +1,36 @@
-//! The embedded store: dedup records in this process, events to a local [`LineSink`].
+//! The in-process ledger: the memory store's dedup records.
 //!
-//! It keeps the promises of atomic mode within one process: a delivery that finds another
-//! delivery of the same event in progress waits for it (instead of answering 409), then sees a
-//! duplicate, or takes over if the first one failed. Records expire after `dedup_ttl`; their
-//! number is bounded by `store.memory_max_records`, beyond which new events get 503 rather than
-//! evicting a record early (which would let a duplicate through). Nothing survives a restart.
+//! Records live in a map behind a std mutex (never held across an await) with an expiry heap.
+//! Their number is bounded by `store.memory_max_records`; when full, a new claim fails with 503
+//! rather than evicting a record early, which would let a duplicate through. A processing record
+//! carries a `watch` sender so that a delivery in the same process can wait for the one holding
+//! the lease instead of answering 409. Nothing survives a restart.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use metrics::Histogram;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{BoxFuture, Delivery, Fingerprint, ForwardError, Forwarded, Forwarder};
-use crate::sinks::{EventLine, LineSink, OnDone};
+use super::ledger::{
+    judge_existing, new_token, parse_processing, processing_record, Claim, Ledger,
+};
+use super::{BoxFuture, ForwardError};
 
-enum Record {
-    /// A delivery is writing this event; waiters are woken when the sender drops.
-    Pending(watch::Receiver<()>),
-    Done {
-        entry_id: String,
-        fingerprint: Fingerprint,
-        expires_at: Instant,
-    },
+struct Record {
+    value: String,
+    expires_at: Instant,
+    /// Present while processing: dropped (waking waiters) when the record changes.
+    _settled: Option<watch::Sender<()>>,
 }
 
 #[derive(Default)]
 struct State {
     records: HashMap<String, Record>,
-    /// Expiry order of `Done` records; stale heap entries are skipped when popped.
+    /// Expiry order; an entry whose record has since changed is skipped when popped.
     expiry: BinaryHeap<Reverse<(Instant, String)>>,
-    last_ms: u64,
-    sequence: u64,
 }
 
 impl State {
@@ -44,182 +40,245 @@ impl State {
                 break;
             }
             let Reverse((deadline, key)) = self.expiry.pop().expect("peeked");
-            if let Some(Record::Done { expires_at, .. }) = self.records.get(&key) {
-                if *expires_at == deadline {
-                    self.records.remove(&key);
-                }
+            if self
+                .records
+                .get(&key)
+                .is_some_and(|r| r.expires_at == deadline)
+            {
+                self.records.remove(&key);
             }
         }
     }
 
-    /// A stream-like entry ID: `<unix ms>-<sequence within that ms>`, always increasing.
-    fn next_entry_id(&mut self) -> String {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        if now_ms > self.last_ms {
-            self.last_ms = now_ms;
-            self.sequence = 0;
-        } else {
-            self.sequence += 1;
-        }
-        format!("{}-{}", self.last_ms, self.sequence)
-    }
-}
-
-pub struct MemoryForwarder {
-    state: Arc<Mutex<State>>,
-    sink: LineSink,
-    max_records: usize,
-    sink_latency: Histogram,
-}
-
-enum Step {
-    Answer(Forwarded),
-    Wait(watch::Receiver<()>),
-    Write(watch::Sender<()>, String),
-}
-
-impl MemoryForwarder {
-    pub fn new(sink: LineSink, max_records: usize, sink_latency: Histogram) -> Self {
-        Self {
-            state: Arc::new(Mutex::new(State::default())),
-            sink,
-            max_records,
-            sink_latency,
-        }
+    fn live(&self, key: &str, now: Instant) -> Option<&Record> {
+        self.records.get(key).filter(|r| r.expires_at > now)
     }
 
-    /// Number of live dedup records (for tests and diagnostics).
-    pub fn record_count(&self) -> usize {
-        let mut state = self.state.lock().expect("memory store lock");
-        state.purge_expired(Instant::now());
-        state
-            .records
-            .values()
-            .filter(|r| matches!(r, Record::Done { .. }))
-            .count()
-    }
-
-    /// Decides what to do with one delivery. The lock is held only for this decision, never
-    /// across an await: it is a std mutex for that reason.
-    fn step(&self, key: &str, fingerprint: Fingerprint) -> Result<Step, ForwardError> {
-        let now = Instant::now();
-        let mut state = self.state.lock().expect("memory store lock");
-        match state.records.get(key) {
-            Some(Record::Done {
-                entry_id,
-                fingerprint: stored,
+    fn put(&mut self, key: &str, value: String, ttl: Duration, settled: Option<watch::Sender<()>>) {
+        let expires_at = Instant::now() + ttl;
+        self.expiry.push(Reverse((expires_at, key.to_owned())));
+        self.records.insert(
+            key.to_owned(),
+            Record {
+                value,
                 expires_at,
-            }) if *expires_at > now => {
-                return Ok(Step::Answer(if *stored == fingerprint {
-                    Forwarded::Duplicate {
-                        entry_id: entry_id.clone(),
-                    }
-                } else {
-                    Forwarded::Mismatch
-                }))
-            }
-            Some(Record::Pending(receiver)) => return Ok(Step::Wait(receiver.clone())),
-            _ => {}
+                _settled: settled,
+            },
+        );
+    }
+}
+
+pub struct MemoryLedger {
+    state: Mutex<State>,
+    max_records: usize,
+}
+
+impl MemoryLedger {
+    pub fn new(max_records: usize) -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            max_records,
         }
-        if state.records.len() >= self.max_records {
+    }
+
+    /// Number of live records (tests and diagnostics).
+    pub fn record_count(&self) -> usize {
+        let mut state = self.lock();
+        state.purge_expired(Instant::now());
+        state.records.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the map half-updated; keep serving.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn claim_now(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        lease: Duration,
+        hold: Duration,
+    ) -> Result<Claim, ForwardError> {
+        let now = Instant::now();
+        let now_ms = unix_ms();
+        let mut state = self.lock();
+        let mut reclaimed = false;
+        if let Some(record) = state.live(key, now) {
+            match judge_existing(&record.value, fingerprint, now_ms) {
+                Some(Ok(Claim::InFlight { .. })) => {
+                    let wait = record._settled.as_ref().map(watch::Sender::subscribe);
+                    return Ok(Claim::InFlight { wait });
+                }
+                Some(decided) => return decided,
+                None => reclaimed = true,
+            }
+        } else if state.records.len() >= self.max_records {
             state.purge_expired(now);
             if state.records.len() >= self.max_records {
                 return Err(ForwardError::Full(self.max_records));
             }
         }
-        let (sender, receiver) = watch::channel(());
+        let token = new_token();
+        let deadline = now_ms + lease.as_millis() as u64;
+        let (settled, _) = watch::channel(());
+        state.put(
+            key,
+            processing_record(&token, fingerprint, deadline),
+            hold,
+            Some(settled),
+        );
+        Ok(Claim::Claimed { token, reclaimed })
+    }
+
+    fn holds(state: &State, key: &str, token: &str) -> bool {
         state
             .records
-            .insert(key.to_owned(), Record::Pending(receiver));
-        let entry_id = state.next_entry_id();
-        Ok(Step::Write(sender, entry_id))
-    }
-
-    async fn run(&self, delivery: Delivery<'_>) -> Result<Forwarded, ForwardError> {
-        let target = delivery.target;
-        let event = delivery.event;
-        let fingerprint = delivery.fingerprint();
-        loop {
-            let key = target.record_key(event.event_id());
-            match self.step(&key, fingerprint)? {
-                Step::Answer(answer) => return Ok(answer),
-                Step::Wait(mut receiver) => {
-                    // Resolves when the writing delivery finishes either way (sender dropped).
-                    let _ = receiver.changed().await;
-                }
-                Step::Write(sender, entry_id) => {
-                    let line = EventLine {
-                        id: &entry_id,
-                        source: &target.source,
-                        provider: target.provider,
-                        event_id: event.event_id(),
-                        event_type: event.event_type(),
-                        received_at: delivery.received_at_ms,
-                        body: None,
-                        body_base64: None,
-                    }
-                    .encode(event.body());
-                    // The record is settled on the sink thread once the line is durable, so a
-                    // request cancelled meanwhile (timeout, client gone) cannot leave it pending
-                    // or release an event that was in fact written.
-                    let state = Arc::clone(&self.state);
-                    let ttl = target.dedup_ttl;
-                    let settled_id = entry_id.clone();
-                    let settle: OnDone = Box::new(move |result| {
-                        let done = result
-                            .is_ok()
-                            .then(|| (settled_id, fingerprint, Instant::now() + ttl));
-                        settle(&state, key, done);
-                        drop(sender);
-                    });
-                    let started = std::time::Instant::now();
-                    let written = self.sink.write(line, Some(settle)).await;
-                    self.sink_latency.record(started.elapsed().as_secs_f64());
-                    return match written {
-                        Ok(()) => Ok(Forwarded::New { entry_id }),
-                        Err(error) => Err(ForwardError::Sink(error)),
-                    };
-                }
-            }
-        }
+            .get(key)
+            .and_then(|r| parse_processing(&r.value))
+            .is_some_and(|(held, _, _)| held == token)
     }
 }
 
-fn settle(state: &Mutex<State>, key: String, done: Option<(String, Fingerprint, Instant)>) {
-    let mut state = state.lock().expect("memory store lock");
-    match done {
-        Some((entry_id, fingerprint, expires_at)) => {
-            state.expiry.push(Reverse((expires_at, key.clone())));
-            state.records.insert(
-                key,
-                Record::Done {
-                    entry_id,
-                    fingerprint,
-                    expires_at,
-                },
-            );
-        }
-        None => {
-            state.records.remove(&key);
-        }
-    }
-}
-
-impl Forwarder for MemoryForwarder {
-    fn forward<'a>(
+impl Ledger for MemoryLedger {
+    fn claim<'a>(
         &'a self,
-        delivery: Delivery<'a>,
-    ) -> BoxFuture<'a, Result<Forwarded, ForwardError>> {
-        Box::pin(self.run(delivery))
+        key: &'a str,
+        fingerprint: &'a str,
+        lease: Duration,
+        hold: Duration,
+    ) -> BoxFuture<'a, Result<Claim, ForwardError>> {
+        let claim = self.claim_now(key, fingerprint, lease, hold);
+        Box::pin(async move { claim })
+    }
+
+    fn complete<'a>(
+        &'a self,
+        key: &'a str,
+        token: &'a str,
+        done: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, ForwardError>> {
+        let mut state = self.lock();
+        let mine = !state.records.contains_key(key) || Self::holds(&state, key, token);
+        if mine {
+            state.put(key, done.to_owned(), ttl, None);
+        }
+        Box::pin(async move { Ok(mine) })
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a str,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<(), ForwardError>> {
+        let mut state = self.lock();
+        if Self::holds(&state, key, token) {
+            state.records.remove(key);
+        }
+        Box::pin(async { Ok(()) })
     }
 
     fn ready(&self) -> BoxFuture<'_, bool> {
         Box::pin(async { true })
     }
+}
 
-    fn sink_label(&self) -> &'static str {
-        self.sink.label()
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ledger::done_record as done;
+    use super::*;
+
+    const LEASE: Duration = Duration::from_secs(30);
+    const HOLD: Duration = Duration::from_secs(60);
+
+    #[tokio::test]
+    async fn claim_complete_and_duplicate() {
+        let ledger = MemoryLedger::new(10);
+        let Claim::Claimed { token, reclaimed } =
+            ledger.claim("k", "fp", LEASE, HOLD).await.unwrap()
+        else {
+            panic!("first claim");
+        };
+        assert!(!reclaimed);
+        assert!(matches!(
+            ledger.claim("k", "fp", LEASE, HOLD).await.unwrap(),
+            Claim::InFlight { wait: Some(_) }
+        ));
+        assert!(ledger
+            .complete("k", &token, &done("1-0", "fp"), HOLD)
+            .await
+            .unwrap());
+        assert!(matches!(
+            ledger.claim("k", "fp", LEASE, HOLD).await.unwrap(),
+            Claim::Settled(_)
+        ));
+    }
+
+    #[tokio::test]
+    async fn released_and_expired_leases_can_be_claimed_again() {
+        let ledger = MemoryLedger::new(10);
+        let Claim::Claimed { token, .. } = ledger.claim("k", "fp", LEASE, HOLD).await.unwrap()
+        else {
+            panic!("claim");
+        };
+        ledger.release("k", "not-the-token").await.unwrap();
+        assert!(matches!(
+            ledger.claim("k", "fp", LEASE, HOLD).await.unwrap(),
+            Claim::InFlight { .. }
+        ));
+        ledger.release("k", &token).await.unwrap();
+        let Claim::Claimed { token: old, .. } =
+            ledger.claim("k", "fp", Duration::ZERO, HOLD).await.unwrap()
+        else {
+            panic!("claim after release");
+        };
+        let Claim::Claimed {
+            token: new,
+            reclaimed,
+        } = ledger.claim("k", "fp", LEASE, HOLD).await.unwrap()
+        else {
+            panic!("reclaim after the lease");
+        };
+        assert!(reclaimed);
+        assert!(!ledger
+            .complete("k", &old, &done("1-0", "fp"), HOLD)
+            .await
+            .unwrap());
+        assert!(ledger
+            .complete("k", &new, &done("1-0", "fp"), HOLD)
+            .await
+            .unwrap());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn records_expire_and_capacity_is_bounded() {
+        let ledger = MemoryLedger::new(1);
+        let Claim::Claimed { token, .. } = ledger.claim("a", "fp", LEASE, HOLD).await.unwrap()
+        else {
+            panic!("claim");
+        };
+        ledger
+            .complete("a", &token, &done("1-0", "fp"), Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(matches!(
+            ledger.claim("b", "fp", LEASE, HOLD).await,
+            Err(ForwardError::Full(1))
+        ));
+        tokio::time::advance(Duration::from_secs(6)).await;
+        assert!(matches!(
+            ledger.claim("b", "fp", LEASE, HOLD).await.unwrap(),
+            Claim::Claimed { .. }
+        ));
+        assert_eq!(ledger.record_count(), 1);
     }
 }

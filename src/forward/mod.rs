@@ -4,12 +4,15 @@
 //! - [`redis::RedisForwarder`] (atomic mode, DESIGN §4): one Lua script checks the dedup record,
 //!   appends to the Redis Stream and writes the record, so a delivery is forwarded or recognised as
 //!   a duplicate in a single round trip, with no in-flight state.
-//! - [`memory::MemoryForwarder`]: the embedded default. Dedup records live in this process and
-//!   events go to a local [`crate::sinks::LineSink`] (stdout or a file); concurrent deliveries of
-//!   one event wait for the first one instead of racing it.
+//! - [`two_phase::TwoPhaseForwarder`] (DESIGN §5): for sinks outside Redis (stdout, file, NATS
+//!   JetStream, HTTP). A [`ledger::Ledger`] — in Redis ([`redis_ledger`]) or in this process
+//!   ([`memory`]) — claims the event, the sink publishes it, the ledger completes the claim.
 
+pub mod ledger;
 pub mod memory;
 pub mod redis;
+pub mod redis_ledger;
+pub mod two_phase;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -69,6 +72,8 @@ pub struct Delivery<'a> {
     pub event: &'a VerifiedEvent,
     /// Unix milliseconds at which the daemon received the request.
     pub received_at_ms: u64,
+    /// The request's Content-Type, for sinks that pass it on.
+    pub content_type: Option<&'a str>,
 }
 
 impl Delivery<'_> {
@@ -80,8 +85,9 @@ impl Delivery<'_> {
 /// What forwarding one event came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Forwarded {
-    /// New event, now in the queue under this entry ID.
-    New { entry_id: String },
+    /// New event, now in the queue under this entry ID (or sink acknowledgement). `reclaimed`:
+    /// an earlier delivery's lease had expired without completing (two-phase mode).
+    New { entry_id: String, reclaimed: bool },
     /// Already forwarded within the window, under this entry ID.
     Duplicate { entry_id: String },
     /// Same event ID, different payload: nothing forwarded.
@@ -99,8 +105,10 @@ pub enum ForwardError {
     Redis(#[source] ::redis::RedisError),
     #[error("store answered something unexpected: {0}")]
     Protocol(String),
-    #[error("sink write failed")]
-    Sink(#[source] std::io::Error),
+    #[error("sink did not take the event")]
+    Sink(#[source] crate::sinks::SinkError),
+    #[error("only {confirmed} of {wanted} replicas confirmed the write within the wait timeout")]
+    Replication { confirmed: i64, wanted: i64 },
     #[error("memory store is full ({0} records)")]
     Full(usize),
 }

@@ -142,6 +142,19 @@ impl RedisStore {
         with_timeout(self.timeout, call).await.is_ok()
     }
 
+    /// `XLEN` of a stream, for the `hookonce_stream_length` gauge.
+    pub async fn stream_length(&self, stream: &str) -> Result<u64, ForwardError> {
+        let mut connection = self.connection.clone();
+        let call = async move {
+            redis::cmd("XLEN")
+                .arg(stream)
+                .query_async::<u64>(&mut connection)
+                .await
+                .map_err(ForwardError::Redis)
+        };
+        with_timeout(self.timeout, call).await
+    }
+
     /// The raw dedup record of one key, for `hookonce inspect`.
     pub async fn get_record(&self, key: &str) -> Result<Option<(String, i64)>, ForwardError> {
         let mut connection = self.connection.clone();
@@ -172,6 +185,14 @@ pub struct RedisForwarder {
     script: Script,
     max_len: u64,
     store_latency: Histogram,
+    wait: Option<WaitReplicas>,
+}
+
+/// `WAIT` for replicas before acknowledging (`store.wait_replicas`, `store.wait_timeout`).
+#[derive(Debug, Clone, Copy)]
+pub struct WaitReplicas {
+    pub replicas: i64,
+    pub timeout: Duration,
 }
 
 impl RedisForwarder {
@@ -179,6 +200,7 @@ impl RedisForwarder {
         store: RedisStore,
         max_len: u64,
         store_latency: Histogram,
+        wait: Option<WaitReplicas>,
     ) -> Result<Self, redis::RedisError> {
         let script = Script::new(FORWARD_SCRIPT);
         // Load once up front so the first request already runs by SHA.
@@ -189,7 +211,28 @@ impl RedisForwarder {
             script,
             max_len,
             store_latency,
+            wait,
         })
+    }
+
+    /// Waits until enough replicas have every write this connection made, including the event
+    /// just appended (or, for a duplicate, the original append). This narrows the window in
+    /// which a failover can lose an acknowledged event; it does not close it.
+    async fn wait_for_replicas(&self, wait: WaitReplicas) -> Result<(), ForwardError> {
+        let mut connection = self.store.connection();
+        let confirmed: i64 = redis::cmd("WAIT")
+            .arg(wait.replicas)
+            .arg(wait.timeout.as_millis() as u64)
+            .query_async(&mut connection)
+            .await
+            .map_err(ForwardError::Redis)?;
+        if confirmed < wait.replicas {
+            return Err(ForwardError::Replication {
+                confirmed,
+                wanted: wait.replicas,
+            });
+        }
+        Ok(())
     }
 
     async fn run(&self, delivery: Delivery<'_>) -> Result<Forwarded, ForwardError> {
@@ -216,18 +259,25 @@ impl RedisForwarder {
             .await
             .map_err(ForwardError::Redis)?;
         self.store_latency.record(started.elapsed().as_secs_f64());
-        match reply {
+        let forwarded = match reply {
             Value::BulkString(record) => {
-                judge_record(&String::from_utf8_lossy(&record), &fingerprint)
+                judge_record(&String::from_utf8_lossy(&record), &fingerprint)?
             }
             Value::Array(mut items) if items.len() == 1 => match items.pop() {
-                Some(Value::BulkString(id)) => Ok(Forwarded::New {
+                Some(Value::BulkString(id)) => Forwarded::New {
                     entry_id: String::from_utf8_lossy(&id).into_owned(),
-                }),
-                other => Err(ForwardError::Protocol(format!("{other:?}"))),
+                    reclaimed: false,
+                },
+                other => return Err(ForwardError::Protocol(format!("{other:?}"))),
             },
-            other => Err(ForwardError::Protocol(format!("{other:?}"))),
+            other => return Err(ForwardError::Protocol(format!("{other:?}"))),
+        };
+        if let (Some(wait), Forwarded::New { .. } | Forwarded::Duplicate { .. }) =
+            (self.wait, &forwarded)
+        {
+            self.wait_for_replicas(wait).await?;
         }
+        Ok(forwarded)
     }
 }
 
@@ -236,7 +286,8 @@ impl Forwarder for RedisForwarder {
         &'a self,
         delivery: Delivery<'a>,
     ) -> BoxFuture<'a, Result<Forwarded, ForwardError>> {
-        Box::pin(with_timeout(self.store.timeout(), self.run(delivery)))
+        let timeout = self.store.timeout() + self.wait.map_or(Duration::ZERO, |w| w.timeout);
+        Box::pin(with_timeout(timeout, self.run(delivery)))
     }
 
     fn ready(&self) -> BoxFuture<'_, bool> {

@@ -1,4 +1,4 @@
-//! Local sinks for the memory store: one JSON line per forwarded event, to stdout or a file.
+//! JSON lines on stdout or in a file: one line per forwarded event.
 //!
 //! Writes go through one background thread that batches whatever is waiting, writes it, then
 //! flushes (stdout) or `fsync`s (file) once for the whole batch before acknowledging each
@@ -14,46 +14,71 @@ use std::thread;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
+use super::{Message, Sink, SinkError};
+use crate::forward::BoxFuture;
+
 /// One forwarded event as a JSON line (the stdout/file consumer contract).
 #[derive(Serialize)]
-pub struct EventLine<'a> {
+struct EventLine<'a> {
     /// Entry ID, `<unix ms>-<sequence>` like a Redis Stream ID.
-    pub id: &'a str,
-    pub source: &'a str,
-    pub provider: &'a str,
-    pub event_id: &'a str,
-    pub event_type: &'a str,
-    pub received_at: u64,
+    id: &'a str,
+    source: &'a str,
+    provider: &'a str,
+    event_id: &'a str,
+    event_type: &'a str,
+    received_at: u64,
     /// The raw body as text when it is UTF-8 (webhook bodies are JSON) …
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub body: Option<&'a str>,
+    body: Option<&'a str>,
     /// … otherwise base64 of the raw bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub body_base64: Option<String>,
+    body_base64: Option<String>,
 }
 
-impl<'a> EventLine<'a> {
-    pub fn encode(mut self, raw_body: &'a [u8]) -> Vec<u8> {
-        match std::str::from_utf8(raw_body) {
-            Ok(text) => self.body = Some(text),
-            Err(_) => {
-                use base64::Engine;
-                self.body_base64 = Some(base64::engine::general_purpose::STANDARD.encode(raw_body));
-            }
+fn encode_line(buffer: &mut Vec<u8>, id: &str, message: &Message) {
+    let utf8 = std::str::from_utf8(&message.body).ok();
+    let line = EventLine {
+        id,
+        source: &message.source,
+        provider: message.provider,
+        event_id: &message.event_id,
+        event_type: &message.event_type,
+        received_at: message.received_at_ms,
+        body: utf8,
+        body_base64: utf8.is_none().then(|| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.encode(&message.body)
+        }),
+    };
+    serde_json::to_writer(&mut *buffer, &line).expect("event lines serialize");
+    buffer.push(b'\n');
+}
+
+/// Issues stream-like entry IDs, `<unix ms>-<sequence within that ms>`, always increasing.
+#[derive(Default)]
+struct EntryClock {
+    last_ms: u64,
+    sequence: u64,
+}
+
+impl EntryClock {
+    fn next(&mut self) -> String {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        if now_ms > self.last_ms {
+            self.last_ms = now_ms;
+            self.sequence = 0;
+        } else {
+            self.sequence += 1;
         }
-        let mut line = serde_json::to_vec(&self).expect("event lines serialize");
-        line.push(b'\n');
-        line
+        format!("{}-{}", self.last_ms, self.sequence)
     }
 }
 
-/// Called on the sink thread once a line is durable (or failed), before its writer is answered.
-pub type OnDone = Box<dyn FnOnce(&io::Result<()>) + Send>;
-
 struct Job {
-    line: Vec<u8>,
-    on_done: Option<OnDone>,
-    reply: oneshot::Sender<io::Result<()>>,
+    message: Message,
+    reply: oneshot::Sender<io::Result<String>>,
 }
 
 /// A line-oriented, group-committing writer.
@@ -83,37 +108,24 @@ impl LineSink {
         Self { jobs, label }
     }
 
-    pub fn label(&self) -> &'static str {
-        self.label
+    /// Writes one line and returns its entry ID once it is flushed (stdout) or on disk (file).
+    async fn write(&self, message: Message) -> io::Result<String> {
+        let (reply, wait) = oneshot::channel();
+        self.jobs
+            .send(Job { message, reply })
+            .map_err(|_| io::Error::other("sink thread stopped"))?;
+        wait.await
+            .unwrap_or_else(|_| Err(io::Error::other("sink thread stopped")))
+    }
+}
+
+impl Sink for LineSink {
+    fn publish<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<String, SinkError>> {
+        Box::pin(async move { self.write(message.clone()).await.map_err(SinkError::Io) })
     }
 
-    /// Writes one line and returns once it is flushed (stdout) or on disk (file).
-    ///
-    /// The line is handed to the sink thread before this function first awaits, and `on_done`
-    /// runs on that thread: the outcome is recorded even if the caller is cancelled meanwhile.
-    pub fn write(
-        &self,
-        line: Vec<u8>,
-        on_done: Option<OnDone>,
-    ) -> impl std::future::Future<Output = io::Result<()>> {
-        let (reply, wait) = oneshot::channel();
-        let sent = self.jobs.send(Job {
-            line,
-            on_done,
-            reply,
-        });
-        async move {
-            if let Err(mpsc::SendError(job)) = sent {
-                let error = io::Error::other("sink thread stopped");
-                let result = Err(error);
-                if let Some(on_done) = job.on_done {
-                    on_done(&result);
-                }
-                return result;
-            }
-            wait.await
-                .unwrap_or_else(|_| Err(io::Error::other("sink thread stopped")))
-        }
+    fn label(&self) -> &'static str {
+        self.label
     }
 }
 
@@ -151,6 +163,8 @@ const MAX_BATCH: usize = 256;
 
 fn write_loop(queue: mpsc::Receiver<Job>, mut out: Box<dyn Durable + Send>, sync: bool) {
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
+    let mut ids: Vec<String> = Vec::with_capacity(MAX_BATCH);
+    let mut clock = EntryClock::default();
     let mut buffer = Vec::new();
     while let Ok(first) = queue.recv() {
         batch.push(first);
@@ -161,8 +175,11 @@ fn write_loop(queue: mpsc::Receiver<Job>, mut out: Box<dyn Durable + Send>, sync
             }
         }
         buffer.clear();
+        ids.clear();
         for job in &batch {
-            buffer.extend_from_slice(&job.line);
+            let id = clock.next();
+            encode_line(&mut buffer, &id, &job.message);
+            ids.push(id);
         }
         let result = out.write_all(&buffer).and_then(|()| {
             if sync {
@@ -170,12 +187,9 @@ fn write_loop(queue: mpsc::Receiver<Job>, mut out: Box<dyn Durable + Send>, sync
             }
             out.make_durable()
         });
-        for job in batch.drain(..) {
-            if let Some(on_done) = job.on_done {
-                on_done(&result);
-            }
+        for (job, id) in batch.drain(..).zip(ids.drain(..)) {
             let reply = match &result {
-                Ok(()) => Ok(()),
+                Ok(()) => Ok(id),
                 Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
             };
             let _ = job.reply.send(reply);
@@ -188,28 +202,38 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn file_sink_appends_one_line_per_event() {
+    async fn file_sink_appends_one_line_per_event_with_increasing_ids() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("events.jsonl");
         let sink = LineSink::file(&path).unwrap();
-        for i in 0..3 {
-            let line = EventLine {
-                id: &format!("1-{i}"),
-                source: "demo",
-                provider: "github",
-                event_id: "e",
-                event_type: "ping",
-                received_at: 1,
-                body: None,
-                body_base64: None,
-            }
-            .encode(b"{\"a\":1}");
-            sink.write(line, None).await.unwrap();
+        let message = Message {
+            dedup_key: "k".into(),
+            source: "demo".into(),
+            provider: "github",
+            event_id: "e".into(),
+            event_type: "ping".into(),
+            received_at_ms: 1,
+            body: bytes::Bytes::from_static(b"{\"a\":1}"),
+            content_type: None,
+        };
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            ids.push(sink.publish(&message).await.unwrap());
         }
+        let binary = Message {
+            body: bytes::Bytes::from_static(&[0xff, 0x00]),
+            ..message
+        };
+        sink.publish(&binary).await.unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(text.lines().count(), 3);
-        let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
-        assert_eq!(first["body"], "{\"a\":1}");
-        assert_eq!(first["id"], "1-0");
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[0]["body"], "{\"a\":1}");
+        assert_eq!(lines[0]["id"], ids[0].as_str());
+        assert_eq!(lines[3]["body_base64"], "/wA=");
+        assert!(ids.windows(2).all(|w| w[0] != w[1]));
     }
 }

@@ -1,0 +1,193 @@
+//! The Redis ledger of two-phase mode: claim, complete and release as token-checked scripts.
+//!
+//! Each operation is one script call (one round trip). The claim reads Redis's own clock (`TIME`)
+//! for lease deadlines, so replicas with skewed clocks agree on when a lease has expired.
+
+use std::time::{Duration, Instant};
+
+use metrics::Histogram;
+use redis::{Script, Value};
+
+use super::ledger::{judge_existing, new_token, Claim, Ledger};
+use super::redis::RedisStore;
+use super::{with_timeout, BoxFuture, ForwardError};
+
+/// KEYS[1] = record. ARGV = token, fingerprint, lease ms, hold ms.
+/// Returns `{0, record}` when a record exists that the caller must judge, `{1, reclaimed}` when
+/// claimed. The decision about an existing record is made in Rust (`judge_existing`), from the
+/// record and Redis's clock returned with it, so both ledgers share one rule.
+const CLAIM_SCRIPT: &str = r#"#!lua
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local record = redis.call('GET', KEYS[1])
+local reclaimed = 0
+if record then
+  if string.sub(record, 1, 2) ~= 'p ' then
+    return {0, record, string.format('%d', now)}
+  end
+  local fingerprint, deadline = string.match(record, '^p %S+ (%S+) (%d+)$')
+  if fingerprint ~= ARGV[2] or tonumber(deadline) > now then
+    return {0, record, string.format('%d', now)}
+  end
+  reclaimed = 1
+end
+local value = 'p ' .. ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. string.format('%d', now + tonumber(ARGV[3]))
+redis.call('SET', KEYS[1], value, 'PX', ARGV[4])
+return {1, reclaimed}
+"#;
+
+/// KEYS[1] = record. ARGV = token, done record, ttl ms. Writes unless another token holds it.
+const COMPLETE_SCRIPT: &str = r#"#!lua
+local record = redis.call('GET', KEYS[1])
+if record and string.match(record, '^p (%S+) ') ~= ARGV[1] then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+"#;
+
+/// KEYS[1] = record. ARGV = token. Deletes the record only while this token holds it.
+const RELEASE_SCRIPT: &str = r#"#!lua
+local record = redis.call('GET', KEYS[1])
+if record and string.match(record, '^p (%S+) ') == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"#;
+
+pub struct RedisLedger {
+    store: RedisStore,
+    claim: Script,
+    complete: Script,
+    release: Script,
+    claim_latency: Histogram,
+    complete_latency: Histogram,
+    release_latency: Histogram,
+}
+
+impl RedisLedger {
+    pub async fn new(
+        store: RedisStore,
+        latency: impl Fn(&'static str) -> Histogram,
+    ) -> Result<Self, redis::RedisError> {
+        let ledger = Self {
+            claim: Script::new(CLAIM_SCRIPT),
+            complete: Script::new(COMPLETE_SCRIPT),
+            release: Script::new(RELEASE_SCRIPT),
+            claim_latency: latency("claim"),
+            complete_latency: latency("complete"),
+            release_latency: latency("release"),
+            store,
+        };
+        let mut connection = ledger.store.connection();
+        for script in [&ledger.claim, &ledger.complete, &ledger.release] {
+            script.prepare_invoke().load_async(&mut connection).await?;
+        }
+        Ok(ledger)
+    }
+
+    async fn claim_once(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        lease: Duration,
+        hold: Duration,
+    ) -> Result<Claim, ForwardError> {
+        let token = new_token();
+        let mut connection = self.store.connection();
+        let started = Instant::now();
+        let reply: Vec<Value> = self
+            .claim
+            .key(key)
+            .arg(&token)
+            .arg(fingerprint)
+            .arg(lease.as_millis() as u64)
+            .arg(hold.as_millis() as u64)
+            .invoke_async(&mut connection)
+            .await
+            .map_err(ForwardError::Redis)?;
+        self.claim_latency.record(started.elapsed().as_secs_f64());
+        match reply.as_slice() {
+            [Value::Int(1), Value::Int(reclaimed)] => Ok(Claim::Claimed {
+                token,
+                reclaimed: *reclaimed == 1,
+            }),
+            [Value::Int(0), Value::BulkString(record), Value::BulkString(now)] => {
+                let record = String::from_utf8_lossy(record);
+                let now_ms = String::from_utf8_lossy(now).parse().unwrap_or(u64::MAX);
+                judge_existing(&record, fingerprint, now_ms).unwrap_or_else(|| {
+                    Err(ForwardError::Protocol(format!(
+                        "claim refused a reclaimable record {record:?}"
+                    )))
+                })
+            }
+            other => Err(ForwardError::Protocol(format!("claim answered {other:?}"))),
+        }
+    }
+}
+
+impl Ledger for RedisLedger {
+    fn claim<'a>(
+        &'a self,
+        key: &'a str,
+        fingerprint: &'a str,
+        lease: Duration,
+        hold: Duration,
+    ) -> BoxFuture<'a, Result<Claim, ForwardError>> {
+        Box::pin(with_timeout(
+            self.store.timeout(),
+            self.claim_once(key, fingerprint, lease, hold),
+        ))
+    }
+
+    fn complete<'a>(
+        &'a self,
+        key: &'a str,
+        token: &'a str,
+        done: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, ForwardError>> {
+        let call = async move {
+            let mut connection = self.store.connection();
+            let started = Instant::now();
+            let written: i64 = self
+                .complete
+                .key(key)
+                .arg(token)
+                .arg(done)
+                .arg(ttl.as_millis() as u64)
+                .invoke_async(&mut connection)
+                .await
+                .map_err(ForwardError::Redis)?;
+            self.complete_latency
+                .record(started.elapsed().as_secs_f64());
+            Ok(written == 1)
+        };
+        Box::pin(with_timeout(self.store.timeout(), call))
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a str,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<(), ForwardError>> {
+        let call = async move {
+            let mut connection = self.store.connection();
+            let started = Instant::now();
+            let _: i64 = self
+                .release
+                .key(key)
+                .arg(token)
+                .invoke_async(&mut connection)
+                .await
+                .map_err(ForwardError::Redis)?;
+            self.release_latency.record(started.elapsed().as_secs_f64());
+            Ok(())
+        };
+        Box::pin(with_timeout(self.store.timeout(), call))
+    }
+
+    fn ready(&self) -> BoxFuture<'_, bool> {
+        Box::pin(self.store.ping())
+    }
+}

@@ -5,10 +5,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-use common::redis::free_port;
+use common::daemon::{Daemon, BIN};
 use common::{eventually, finish_slow_request, start_slow_request, RedisServer};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hookonce");
 const LITERAL_SECRET: &str = "literal-secret-never-printed-9f3a";
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -117,94 +116,6 @@ fn configuration_errors_name_the_key_and_exit_non_zero() {
     );
     assert!(!missing.status.success());
     assert!(text(&missing).contains("/nonexistent/hookonce.toml"));
-}
-
-/// A daemon process with its logs captured to a file.
-struct Daemon {
-    child: Child,
-    port: u16,
-    metrics_port: u16,
-    log: PathBuf,
-}
-
-impl Daemon {
-    async fn spawn(config: &Path, dir: &Path, env: &[(&str, &str)]) -> Self {
-        let port = free_port();
-        let metrics_port = free_port();
-        let log = dir.join("daemon.log");
-        let mut command = Command::new(BIN);
-        command
-            .args(["serve", "--config", config.to_str().unwrap()])
-            .env("HOOKONCE__SERVER__LISTEN", format!("127.0.0.1:{port}"))
-            .env(
-                "HOOKONCE__SERVER__METRICS_LISTEN",
-                format!("127.0.0.1:{metrics_port}"),
-            )
-            .stdout(std::fs::File::create(&log).unwrap())
-            .stderr(
-                std::fs::File::options()
-                    .append(true)
-                    .open(&log)
-                    .unwrap_or_else(|_| std::fs::File::create(dir.join("stderr.log")).unwrap()),
-            )
-            .stdin(Stdio::null());
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        let daemon = Self {
-            child: command.spawn().unwrap(),
-            port,
-            metrics_port,
-            log,
-        };
-        let client = reqwest::Client::new();
-        let url = daemon.url("/healthz");
-        eventually(20, "the daemon to serve /healthz", || {
-            let request = client.get(&url).send();
-            async move { request.await.is_ok_and(|r| r.status() == 200) }
-        })
-        .await;
-        daemon
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    async fn metric(&self, series: &str) -> f64 {
-        let text = reqwest::get(format!("http://127.0.0.1:{}/metrics", self.metrics_port))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        text.lines()
-            .find_map(|l| {
-                l.strip_prefix(series)
-                    .and_then(|r| r.strip_prefix(' '))
-                    .map(|v| v.trim().parse().unwrap())
-            })
-            .unwrap_or(0.0)
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    fn logs(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn sign(config: &Path, source: &str, body_file: &Path, extra: &[&str]) -> Vec<(String, String)> {

@@ -1,7 +1,11 @@
 //! Test harness: a real daemon on loopback, against a real redis-server or the memory store.
 #![allow(dead_code)]
 
+pub mod daemon;
+pub mod nats;
+pub mod proxy;
 pub mod redis;
+pub mod worker;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -98,11 +102,17 @@ impl TestApp {
                 ),
             ),
         };
+        // A sink table that names its kind replaces the backend's default sink.
+        let (sink, sink_extra) = if extra.sink.contains("kind =") {
+            (String::new(), extra.sink.clone())
+        } else {
+            (sink, extra.sink.clone())
+        };
         let text = format!(
             "[server]\nlisten = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\n{}\n[store]\n{store}{}\n[sink]\n{sink}{}\n{}\n{}",
             extra.server,
             extra.store,
-            extra.sink,
+            sink_extra,
             sources_toml(),
             extra.sources,
         );
@@ -129,6 +139,7 @@ impl TestApp {
         let addr = listeners.http_addr().unwrap();
         let metrics_addr = listeners.metrics_addr().unwrap();
         let app = Arc::new(App::build(settings).await.expect("app starts"));
+        app.spawn_stream_sampler();
         let (shutdown, signal) = oneshot::channel::<()>();
         let task = tokio::spawn(server::run(Arc::clone(&app), listeners, async {
             let _ = signal.await;

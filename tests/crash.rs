@@ -1,0 +1,110 @@
+//! Two-phase mode's crash window, with a real process killed between publish and completion.
+
+mod common;
+
+use std::time::Duration;
+
+use common::daemon::Daemon;
+use common::nats::NatsServer;
+use common::proxy::Proxy;
+use common::{eventually, RedisServer};
+use hookonce::providers::{self, SignOptions};
+
+/// The daemon is SIGKILLed after JetStream stored its message but before the ledger marked the
+/// event done. The next delivery after the lease republishes with the same `Nats-Msg-Id`, and
+/// JetStream's duplicate window absorbs it: the stream still holds the event once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_between_publish_and_completion_the_republish_is_absorbed_by_jetstream() {
+    let redis = RedisServer::start();
+    let nats = NatsServer::start();
+    let proxy = Proxy::start(format!("127.0.0.1:{}", redis.port).parse().unwrap()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = |redis_url: String| {
+        format!(
+            "[store]\nbackend = \"redis\"\nredis_url = \"{redis_url}\"\ntimeout = \"5s\"\n\
+             [sink]\nkind = \"nats\"\nnats_url = \"{}\"\nlease = \"3s\"\n\
+             [sources.gh]\nprovider = \"github\"\nsecrets = [\"s\"]\n",
+            nats.url()
+        )
+    };
+    let through_proxy = dir.path().join("proxy.toml");
+    std::fs::write(&through_proxy, config(format!("redis://{}", proxy.addr))).unwrap();
+    let direct = dir.path().join("direct.toml");
+    std::fs::write(&direct, config(redis.url())).unwrap();
+
+    let settings = hookonce::config::from_toml(&config(redis.url())).unwrap();
+    let provider = providers::build("gh", &settings.sources["gh"]).unwrap();
+    let body = br#"{"crash":"window"}"#;
+    let headers = provider.sign(
+        body,
+        &SignOptions {
+            event_id: Some("crash-1".into()),
+            ..SignOptions::default()
+        },
+    );
+    let post = |url: String| {
+        let mut request = reqwest::Client::new().post(url).body(body.to_vec());
+        for (name, value) in &headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        request.send()
+    };
+
+    // 1. The claim passes the proxy; the completion that follows the publish never reaches Redis.
+    let mut daemon = Daemon::spawn(&through_proxy, dir.path(), &[]).await;
+    proxy.freeze_after_next_command();
+    let stuck = tokio::spawn(post(daemon.url("/webhooks/gh")));
+    eventually(10, "JetStream to store the message", || async {
+        nats.messages("HOOKONCE").await.len() == 1
+    })
+    .await;
+    daemon.signal("KILL");
+    let _ = daemon.child.wait();
+    assert!(
+        stuck.await.unwrap().is_err(),
+        "the provider must not get an answer from a killed daemon"
+    );
+    let record: String = redis::cmd("GET")
+        .arg("hookonce:{gh}:d:crash-1")
+        .query(&mut redis.connection())
+        .unwrap();
+    assert!(
+        record.starts_with("p "),
+        "the claim should still be processing: {record}"
+    );
+
+    // 2. A new daemon: within the lease the event is in flight; after it, it is reclaimed,
+    //    republished (absorbed by JetStream) and completed.
+    let daemon = Daemon::spawn(&direct, dir.path(), &[]).await;
+    let mut saw_in_flight = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = post(daemon.url("/webhooks/gh"))
+            .await
+            .unwrap()
+            .status()
+            .as_u16();
+        match status {
+            200 => break,
+            409 => saw_in_flight = true,
+            other => panic!("unexpected {other}"),
+        }
+        assert!(std::time::Instant::now() < deadline, "never accepted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(saw_in_flight, "a live lease must answer 409");
+    let messages = nats.messages("HOOKONCE").await;
+    assert_eq!(messages.len(), 1, "JetStream did not absorb the republish");
+    assert_eq!(messages[0].0, "hookonce:{gh}:d:crash-1");
+    assert_eq!(
+        daemon
+            .metric(r#"hookonce_lease_reclaims_total{source="gh"}"#)
+            .await,
+        1.0
+    );
+    let done: String = redis::cmd("GET")
+        .arg("hookonce:{gh}:d:crash-1")
+        .query(&mut redis.connection())
+        .unwrap();
+    assert!(done.starts_with("HOOKONCE:1 "), "{done}");
+}

@@ -91,6 +91,14 @@ fn configuration_errors_name_the_key_and_exit_non_zero() {
         ("", &[("HOOKONCE__SERVER__MAX_IN_FLIGHT", "lots")], "server.max_in_flight"),
         ("", &[("HOOKONCE__STORE__BACKEND", "postgres")], "store.backend"),
         ("[sink]\npath = \"/tmp/x\"\nkind = \"stdout\"\n", &[], "sink.path"),
+        ("[sink]\nkind = \"http\"\n", &[], "sink.url"),
+        ("[sink]\nkind = \"http\"\nurl = \"ftp://worker\"\n", &[], "sink.url"),
+        ("[sink]\nkind = \"nats\"\nnats_url = \"nats://x:4222\"\nurl = \"http://x\"\n", &[], "sink.url"),
+        ("[sink]\nkind = \"nats\"\nnats_url = \"nats://x:4222\"\nlease = \"0s\"\n", &[], "sink.lease"),
+        ("[sink]\nkind = \"file\"\n", &[], "sink.path"),
+        ("[sink]\nkind = \"stdout\"\nmax_len = 5\n", &[], "sink.max_len"),
+        ("[sink]\nkind = \"http\"\nurl = \"http://w\"\n[sink.headers]\nX-Token = \"env:HOOKONCE_TEST_UNSET_TOKEN\"\n", &[], "sink.headers.X-Token"),
+        ("", &[("HOOKONCE__STORE__WAIT_REPLICAS", "1")], "store.wait_replicas"),
     ];
     for (extra, env, key) in cases {
         let sink = if extra.starts_with("[sink]") {

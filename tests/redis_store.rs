@@ -314,3 +314,69 @@ async fn starts_with_a_warning_when_config_is_not_permitted() {
     );
     assert!(App::build(settings).await.is_ok());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_replicas_acknowledges_only_replicated_writes() {
+    let primary = RedisServer::start();
+    let port = primary.port.to_string();
+    let mut replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    common::eventually(10, "the replica to sync", || async {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut replica.connection())
+            .unwrap();
+        info.contains("master_link_status:up")
+    })
+    .await;
+    let t = TestApp::start_on(
+        Backend::Redis,
+        Some(primary),
+        Extra {
+            store: "wait_replicas = 1\nwait_timeout = \"300ms\"\n".into(),
+            ..Extra::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        t.deliver("github", b"{}", &with_id("replicated"))
+            .await
+            .status(),
+        200
+    );
+    replica.kill();
+    let started = Instant::now();
+    let unconfirmed = t.deliver("github", b"{}", &with_id("unreplicated")).await;
+    assert_eq!(unconfirmed.status(), 503);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(unconfirmed.headers()["retry-after"], "1");
+}
+
+#[tokio::test]
+async fn stream_length_is_sampled_per_stream() {
+    let t = TestApp::start_with(
+        Backend::Redis,
+        Extra {
+            sink: "sample_interval = \"50ms\"\n".into(),
+            ..Extra::default()
+        },
+    )
+    .await;
+    for i in 0..3 {
+        assert_eq!(
+            t.deliver("github", b"{}", &with_id(&format!("len-{i}")))
+                .await
+                .status(),
+            200
+        );
+    }
+    common::eventually(5, "the stream length gauge", || async {
+        t.metric(r#"hookonce_stream_length{stream="hookonce:{github}:events"}"#)
+            .await
+            == 3.0
+    })
+    .await;
+}

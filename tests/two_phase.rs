@@ -188,23 +188,16 @@ async fn an_expired_lease_is_reclaimed_and_counted(backend: Backend) {
 async fn nats_forwards_each_event_once_under_concurrency(backend: Backend) {
     let nats = NatsServer::start();
     let t = Arc::new(TestApp::start_with(backend, nats_sink(&nats)).await);
+    // 20 events × 3 deliveries, dealt round-robin to 16 concurrent clients.
     let mut clients = Vec::new();
     for client in 0..16 {
         let t = Arc::clone(&t);
         clients.push(tokio::spawn(async move {
-            for round in 0..3 {
-                for event in 0..20 {
-                    if (event + round + client) % 16 == client % 16 || client < 3 {
-                        let body = format!("{{\"n\":{event}}}");
-                        deliver_until_accepted(
-                            &t,
-                            "github",
-                            body.as_bytes(),
-                            &format!("nats-{event}"),
-                        )
-                        .await;
-                    }
-                }
+            for delivery in (client..60).step_by(16) {
+                let event = delivery % 20;
+                let body = format!("{{\"n\":{event}}}");
+                deliver_until_accepted(&t, "github", body.as_bytes(), &format!("nats-{event}"))
+                    .await;
             }
         }));
     }
@@ -218,6 +211,16 @@ async fn nats_forwards_each_event_once_under_concurrency(backend: Backend) {
     ids.dedup();
     assert_eq!(ids.len(), 20, "Nats-Msg-Id values are not distinct");
     assert!(ids.contains(&"hookonce:{github}:d:nats-7"));
+    assert_eq!(
+        t.metric(r#"hookonce_events_total{source="github",outcome="forwarded"}"#)
+            .await,
+        20.0
+    );
+    assert_eq!(
+        t.metric(r#"hookonce_events_total{source="github",outcome="duplicate"}"#)
+            .await,
+        40.0
+    );
 }
 
 async fn nats_down_answers_503_then_recovers(backend: Backend) {

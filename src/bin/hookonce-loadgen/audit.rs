@@ -1,0 +1,262 @@
+//! The exactly-once audit: compare what the queue holds with what the generator was told.
+//!
+//! For every event ID the record knows (was it ever answered 2xx?) and the queue knows (how many
+//! entries carry it?):
+//! - **lost**: acknowledged but absent — the at-least-once promise was broken;
+//! - **duplicated**: present more than once — the at-most-once promise was broken;
+//! - **unexpected**: present but never sent by the recorded runs (a foreign writer, or IDs that
+//!   the generator and the daemon disagree on);
+//! - **recovered**: never acknowledged but present — allowed: the daemon answered 503 (or the
+//!   answer was lost) after the event had reached the queue, and a provider would retry into a
+//!   duplicate hit;
+//! - **unacknowledged**: never acknowledged and absent — allowed: the provider keeps retrying.
+//!
+//! Entries whose ID carries none of the recorded runs' prefixes are counted as foreign and left
+//! out, so a stream shared with other traffic can still be audited.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::streams::StreamRangeReply;
+use serde::Serialize;
+
+use crate::record::Records;
+
+/// Where the forwarded events are.
+pub enum Queue {
+    Redis {
+        url: String,
+        stream: String,
+    },
+    JetStream {
+        url: String,
+        stream: String,
+        subject: String,
+    },
+}
+
+#[derive(Default, Serialize)]
+pub struct Findings {
+    pub sent: usize,
+    pub acknowledged: usize,
+    pub entries: u64,
+    pub foreign: u64,
+    pub lost: Vec<String>,
+    pub duplicated: Vec<(String, u32)>,
+    pub unexpected: Vec<String>,
+    pub recovered: usize,
+    pub unacknowledged: usize,
+}
+
+impl Findings {
+    pub fn passed(&self) -> bool {
+        self.lost.is_empty() && self.duplicated.is_empty()
+    }
+
+    pub fn print(&self) {
+        println!(
+            "sent {} events ({} acknowledged); queue holds {} entries of them ({} foreign ignored)",
+            self.sent, self.acknowledged, self.entries, self.foreign
+        );
+        println!(
+            "lost {}  duplicated {}  unexpected {}  recovered {}  unacknowledged {}",
+            self.lost.len(),
+            self.duplicated.len(),
+            self.unexpected.len(),
+            self.recovered,
+            self.unacknowledged
+        );
+        let show = |what: &str, ids: Vec<String>| {
+            for id in ids.iter().take(10) {
+                println!("  {what}: {id}");
+            }
+        };
+        show("lost", self.lost.clone());
+        show(
+            "duplicated",
+            self.duplicated
+                .iter()
+                .map(|(id, n)| format!("{id} ×{n}"))
+                .collect(),
+        );
+        show("unexpected", self.unexpected.clone());
+        println!("{}", if self.passed() { "PASS" } else { "FAIL" });
+    }
+}
+
+/// Counts the entries of each event ID in the queue.
+pub async fn read_queue(queue: &Queue, timeout: Duration) -> Result<HashMap<String, u32>, String> {
+    let reading = async {
+        match queue {
+            Queue::Redis { url, stream } => read_redis(url, stream).await,
+            Queue::JetStream {
+                url,
+                stream,
+                subject,
+            } => read_jetstream(url, stream, subject).await,
+        }
+    };
+    tokio::time::timeout(timeout, reading)
+        .await
+        .map_err(|_| format!("reading the queue took longer than {timeout:?}"))?
+}
+
+async fn read_redis(url: &str, stream: &str) -> Result<HashMap<String, u32>, String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let mut connection = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| format!("cannot connect to Redis: {e}"))?;
+    let mut counts = HashMap::new();
+    let mut start = "-".to_owned();
+    loop {
+        // Pages of 1000 keep one reply small even with 1.5 KB bodies in every entry.
+        let page: StreamRangeReply = redis::cmd("XRANGE")
+            .arg(stream)
+            .arg(&start)
+            .arg("+")
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut connection)
+            .await
+            .map_err(|e| format!("XRANGE {stream}: {e}"))?;
+        let Some(last) = page.ids.last() else { break };
+        start = format!("({}", last.id);
+        for entry in &page.ids {
+            let id: String = entry
+                .get("event_id")
+                .ok_or_else(|| format!("entry {} has no event_id field", entry.id))?;
+            *counts.entry(id).or_default() += 1;
+        }
+    }
+    Ok(counts)
+}
+
+async fn read_jetstream(
+    url: &str,
+    stream: &str,
+    subject: &str,
+) -> Result<HashMap<String, u32>, String> {
+    use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
+    let client = async_nats::connect(url)
+        .await
+        .map_err(|e| format!("cannot connect to NATS: {e}"))?;
+    let jetstream = async_nats::jetstream::new(client);
+    let stream = jetstream
+        .get_stream(stream)
+        .await
+        .map_err(|e| format!("stream {stream}: {e}"))?;
+    let mut consumer = stream
+        .create_consumer(OrderedConfig {
+            filter_subject: subject.to_owned(),
+            deliver_policy: DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("cannot create a consumer: {e}"))?;
+    let pending = consumer
+        .info()
+        .await
+        .map_err(|e| e.to_string())?
+        .num_pending;
+    let mut counts = HashMap::new();
+    if pending == 0 {
+        return Ok(counts);
+    }
+    let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
+    while let Some(message) = messages.next().await {
+        let message = message.map_err(|e| e.to_string())?;
+        let id = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get("Hookonce-Event-Id"))
+            .map(|v| v.as_str().to_owned())
+            .ok_or("a message has no Hookonce-Event-Id header")?;
+        *counts.entry(id).or_default() += 1;
+        if message.info().map_err(|e| e.to_string())?.pending == 0 {
+            break;
+        }
+    }
+    Ok(counts)
+}
+
+/// Compares the record with the queue's contents.
+pub fn compare(records: &Records, queue: &HashMap<String, u32>) -> Findings {
+    let mut findings = Findings {
+        sent: records.events.len(),
+        ..Default::default()
+    };
+    for (id, sent) in &records.events {
+        let present = queue.get(id).copied().unwrap_or(0);
+        findings.acknowledged += usize::from(sent.acked);
+        match (sent.acked, present) {
+            (true, 0) => findings.lost.push(id.clone()),
+            (false, 0) => findings.unacknowledged += 1,
+            (false, _) => findings.recovered += 1,
+            (true, _) => {}
+        }
+        if present > 1 {
+            findings.duplicated.push((id.clone(), present));
+        }
+    }
+    for (id, count) in queue {
+        if !records.owns(id) {
+            findings.foreign += u64::from(*count);
+            continue;
+        }
+        findings.entries += u64::from(*count);
+        if !records.events.contains_key(id) {
+            findings.unexpected.push(id.clone());
+        }
+    }
+    findings.lost.sort();
+    findings.duplicated.sort();
+    findings.unexpected.sort();
+    findings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Sent;
+
+    #[test]
+    fn every_category_is_found() {
+        let mut records = Records {
+            prefixes: vec!["run1".to_owned()],
+            ..Default::default()
+        };
+        let sent = |acked| Sent {
+            acked,
+            attempts: 1,
+            last_status: if acked { 200 } else { 503 },
+        };
+        for (id, acked) in [
+            ("run1-ok", true),
+            ("run1-lost", true),
+            ("run1-dup", true),
+            ("run1-recovered", false),
+            ("run1-unacked", false),
+        ] {
+            records.events.insert(id.to_owned(), sent(acked));
+        }
+        let queue: HashMap<String, u32> = [
+            ("run1-ok", 1),
+            ("run1-dup", 2),
+            ("run1-recovered", 1),
+            ("run1-stray", 1),
+            ("other", 3),
+        ]
+        .into_iter()
+        .map(|(id, n)| (id.to_owned(), n))
+        .collect();
+        let findings = compare(&records, &queue);
+        assert_eq!(findings.lost, ["run1-lost"]);
+        assert_eq!(findings.duplicated, [("run1-dup".to_owned(), 2)]);
+        assert_eq!(findings.unexpected, ["run1-stray"]);
+        assert_eq!((findings.recovered, findings.unacknowledged), (1, 1));
+        assert_eq!((findings.entries, findings.foreign), (5, 3));
+        assert!(!findings.passed());
+    }
+}

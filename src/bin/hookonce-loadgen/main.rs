@@ -1,0 +1,330 @@
+//! hookonce-loadgen: provider-realistic signed webhook load, and the exactly-once audit after it.
+//!
+//! `run` sends deliveries signed exactly as a configured source's provider signs them (it reads
+//! the same hookonce configuration file as the daemon, so signatures and secrets never drift),
+//! measures throughput and latency, and records every attempt's status. `audit` reads the
+//! daemon's queue (Redis Stream or JetStream subject) and checks the record against it: nothing
+//! acknowledged may be missing, nothing may be there twice.
+//!
+//! Modules: `workload` (bodies and signatures), `http` (one raw keep-alive connection per slot),
+//! `runner` (dispatch, spacing, retries), `report` (histograms, progress), `record` (the attempt
+//! log), `audit` (queue vs record).
+
+mod audit;
+mod http;
+mod record;
+mod report;
+mod runner;
+mod workload;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+use hookonce::config::{self, Settings, SinkKind, SourceSettings};
+
+use crate::runner::{Plan, RetryPolicy, Spacing};
+
+#[derive(Parser)]
+#[command(name = "hookonce-loadgen", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Send signed deliveries and report throughput, latency and statuses.
+    Run(RunArgs),
+    /// Check a run's record against the queue: exit 1 if anything was lost or duplicated.
+    Audit(AuditArgs),
+}
+
+/// Which source to sign for: a hookonce configuration file, or a provider and secret inline.
+#[derive(Args)]
+struct SourceArgs {
+    /// hookonce configuration file (the daemon's); secrets are resolved as the daemon does.
+    #[arg(long, env = "HOOKONCE_CONFIG")]
+    config: Option<PathBuf>,
+    /// The configured source to sign for; also the default path `/webhooks/SOURCE`.
+    #[arg(long)]
+    source: String,
+    /// Without --config: the provider to sign as (stripe, github, standard, adyen, …).
+    #[arg(long, requires = "secret", conflicts_with = "config")]
+    provider: Option<String>,
+    /// Without --config: the signing secret.
+    #[arg(long, requires = "provider")]
+    secret: Option<String>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    source: SourceArgs,
+    /// Base URL of the server (plain HTTP).
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// Request path (default `/webhooks/SOURCE`); other servers use other routes.
+    #[arg(long)]
+    path: Option<String>,
+    /// Unique events to send (default: 1000, or unbounded with --duration).
+    #[arg(long)]
+    events: Option<u64>,
+    /// Stop making new events after this long (e.g. `30s`); whichever of --events comes first.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+    /// Connections, each with one request in flight.
+    #[arg(long, short = 'c', default_value_t = 50)]
+    concurrency: usize,
+    /// Target requests per second (open loop); without it, each connection sends back to back.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Average deliveries per event: 1 = all unique, 1.25 = one event in four delivered twice.
+    #[arg(long, default_value_t = 1.0)]
+    dup_factor: f64,
+    /// How duplicates follow the first delivery.
+    #[arg(long, value_enum, default_value_t = Spacing::Immediate)]
+    spacing: Spacing,
+    /// With --spacing delayed: the pause between an answer and the next copy.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    dup_delay: Duration,
+    /// Body size in bytes (an Adyen batch shares it among its items).
+    #[arg(long, default_value_t = 1500)]
+    body_size: usize,
+    /// Adyen: notification items per request.
+    #[arg(long, default_value_t = 5)]
+    batch: usize,
+    /// Retry every delivery not answered 2xx, like a provider, with exponential backoff.
+    #[arg(long)]
+    retry: bool,
+    /// First retry delay (doubling after each attempt).
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    retry_base: Duration,
+    /// Longest delay between two attempts.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    retry_max_delay: Duration,
+    /// Give up on a delivery this long after its first attempt.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    retry_for: Duration,
+    /// Per-request timeout; an unanswered request counts as status 0.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// After the last event is made, how long to wait for pending copies and retries
+    /// (default: --retry-for with --retry, else --dup-delay plus --timeout).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    drain: Option<Duration>,
+    /// Event ID prefix (default: random), unique per run so that runs never collide.
+    #[arg(long)]
+    id_prefix: Option<String>,
+    /// Write every attempt's status here, for `audit`.
+    #[arg(long)]
+    record: Option<PathBuf>,
+    /// Write the summary as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Progress on stderr every this long; `0s` for none.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    progress: Duration,
+}
+
+#[derive(Args)]
+struct AuditArgs {
+    /// hookonce configuration file: the queue is read where the daemon writes it.
+    #[arg(long, env = "HOOKONCE_CONFIG")]
+    config: Option<PathBuf>,
+    /// The source whose queue to read.
+    #[arg(long)]
+    source: String,
+    /// Record files written by `run --record` (several runs may share one queue).
+    #[arg(long, required = true, num_args = 1..)]
+    record: Vec<PathBuf>,
+    /// Read this Redis instead of the configured one.
+    #[arg(long)]
+    redis_url: Option<String>,
+    /// Read this stream key instead of the configured one.
+    #[arg(long)]
+    stream: Option<String>,
+    /// Give up reading the queue after this long.
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Write the findings as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// Unix seconds now (signatures need the wall clock, not a monotonic one).
+pub(crate) fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = match cli.command {
+        Command::Run(args) => runtime.block_on(run(args)),
+        Command::Audit(args) => runtime.block_on(audit(args)),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("hookonce-loadgen: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn load(path: &std::path::Path) -> anyhow::Result<Settings> {
+    config::load(Some(path)).with_context(|| format!("cannot load {}", path.display()))
+}
+
+fn source_settings(args: &SourceArgs) -> anyhow::Result<SourceSettings> {
+    if let (Some(provider), Some(secret)) = (&args.provider, &args.secret) {
+        let value = serde_json::json!({ "provider": provider, "secrets": [secret] });
+        return serde_json::from_value(value).context("invalid --provider/--secret");
+    }
+    let Some(path) = &args.config else {
+        bail!("give --config FILE, or --provider and --secret");
+    };
+    let mut settings = load(path)?;
+    settings
+        .sources
+        .remove(&args.source)
+        .with_context(|| format!("{} has no source {:?}", path.display(), args.source))
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let settings = source_settings(&args.source)?;
+    let authority = args
+        .url
+        .strip_prefix("http://")
+        .context("--url must start with http://")?
+        .trim_end_matches('/');
+    let addr = tokio::net::lookup_host(authority)
+        .await
+        .with_context(|| format!("cannot resolve {authority}"))?
+        .next()
+        .with_context(|| format!("{authority} has no address"))?;
+    if args.dup_factor < 1.0 {
+        bail!("--dup-factor must be at least 1");
+    }
+    if args.spacing == Spacing::Concurrent && args.dup_factor.ceil() as usize > args.concurrency {
+        bail!("--spacing concurrent needs --concurrency of at least the copies per event");
+    }
+    let prefix = args
+        .id_prefix
+        .unwrap_or_else(|| format!("{:08x}", rand::random::<u32>()));
+    let path = args
+        .path
+        .unwrap_or_else(|| format!("/webhooks/{}", args.source.source));
+    let workload = workload::Workload::new(
+        &args.source.source,
+        &settings,
+        path,
+        authority.to_owned(),
+        prefix.clone(),
+        args.body_size,
+        args.batch,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let recorder = record::Recorder::create(args.record.as_deref(), &prefix, &args.source.source)
+        .context("cannot create the record file")?;
+    let retry = args.retry.then_some(RetryPolicy {
+        base: args.retry_base,
+        max_delay: args.retry_max_delay,
+        give_up_after: args.retry_for,
+    });
+    let drain = args.drain.unwrap_or(match retry {
+        Some(retry) => retry.give_up_after + args.timeout,
+        None => args.dup_delay + args.timeout,
+    });
+    let plan = Plan {
+        addr,
+        events: args.events.or(if args.duration.is_some() {
+            None
+        } else {
+            Some(1000)
+        }),
+        duration: args.duration,
+        concurrency: args.concurrency.max(1),
+        rate: args.rate.filter(|r| *r > 0.0),
+        dup_factor: args.dup_factor,
+        spacing: args.spacing,
+        dup_delay: args.dup_delay,
+        retry,
+        timeout: args.timeout,
+        drain,
+        progress: (!args.progress.is_zero()).then_some(args.progress),
+    };
+    eprintln!("run prefix {prefix}: {} → {}", args.source.source, args.url);
+    let summary = runner::run(workload, plan, recorder).await;
+    summary.print();
+    if let Some(path) = args.json {
+        std::fs::write(&path, serde_json::to_vec_pretty(&summary)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
+    let settings = args.config.as_deref().map(load).transpose()?;
+    let queue = match &settings {
+        Some(s) if s.sink.kind == SinkKind::Nats => audit::Queue::JetStream {
+            url: s
+                .sink
+                .nats_url
+                .as_ref()
+                .context("no sink.nats_url")?
+                .0
+                .clone(),
+            stream: s.sink.nats_stream().to_owned(),
+            subject: s.sink.subject().replace("{source}", &args.source),
+        },
+        _ => {
+            let url = match (&args.redis_url, &settings) {
+                (Some(url), _) => url.clone(),
+                (None, Some(s)) => s.store.redis_url.0.clone(),
+                (None, None) => bail!("give --config FILE or --redis-url"),
+            };
+            let prefix = settings
+                .as_ref()
+                .map_or("hookonce", |s| &s.store.key_prefix);
+            let configured = settings
+                .as_ref()
+                .and_then(|s| s.sources.get(&args.source))
+                .and_then(|s| s.stream.clone());
+            let stream = args
+                .stream
+                .clone()
+                .or(configured)
+                .unwrap_or_else(|| format!("{prefix}:{{{}}}:events", args.source));
+            audit::Queue::Redis { url, stream }
+        }
+    };
+    let mut records = record::Records::default();
+    for path in &args.record {
+        records
+            .read(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+    }
+    let counts = audit::read_queue(&queue, args.timeout)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let findings = audit::compare(&records, &counts);
+    findings.print();
+    if let Some(path) = args.json {
+        std::fs::write(&path, serde_json::to_vec_pretty(&findings)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(if findings.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

@@ -118,7 +118,7 @@ impl Forwarder for TwoPhaseForwarder {
     }
 
     fn ready(&self) -> BoxFuture<'_, bool> {
-        self.ledger.ready()
+        Box::pin(async move { self.sink.ready() && self.ledger.ready().await })
     }
 
     fn sink_label(&self) -> &'static str {

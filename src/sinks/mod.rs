@@ -54,4 +54,9 @@ pub trait Sink: Send + Sync + 'static {
 
     /// The `sink` label of `hookonce_forward_duration_seconds`.
     fn label(&self) -> &'static str;
+
+    /// Whether the sink can take events now (`/readyz`); a cheap local check, no round trip.
+    fn ready(&self) -> bool {
+        true
+    }
 }

@@ -17,6 +17,7 @@ use crate::forward::BoxFuture;
 pub const STREAM_SUBJECTS: &str = "hookonce.>";
 
 pub struct NatsSink {
+    client: async_nats::Client,
     jetstream: jetstream::Context,
     /// Subject template with `{source}`.
     subject: String,
@@ -49,7 +50,7 @@ impl NatsSink {
                 url: url.redacted(),
                 problem: e.to_string(),
             })?;
-        let jetstream = jetstream::new(client);
+        let jetstream = jetstream::new(client.clone());
         let name = settings.nats_stream().to_owned();
         let mut config = stream::Config {
             name: name.clone(),
@@ -85,6 +86,7 @@ impl NatsSink {
             tracing::info!(message = "JetStream stream ready.", stream = %name, duplicate_window = ?window);
         }
         Ok(Self {
+            client,
             jetstream,
             subject: settings.subject().to_owned(),
             timeout,
@@ -124,5 +126,9 @@ impl Sink for NatsSink {
 
     fn label(&self) -> &'static str {
         "nats"
+    }
+
+    fn ready(&self) -> bool {
+        self.client.connection_state() == async_nats::connection::State::Connected
     }
 }

@@ -49,7 +49,8 @@ enum Command {
     Serve,
     /// Validate the configuration and print it with secrets redacted.
     CheckConfig,
-    /// Print the headers a provider would send for a body, for `curl -H @-`.
+    /// Print the headers a provider would send for a body, for `curl -H @-` (and, with --out, write
+    /// the body to send when the provider signs inside it).
     Sign {
         /// The configured source whose provider and first secret sign the body.
         #[arg(long)]
@@ -63,6 +64,10 @@ enum Command {
         /// Event type, for schemes that carry it in a header.
         #[arg(long = "type")]
         event_type: Option<String>,
+        /// Write the body to send here. Required when the provider signs inside the body (Adyen)
+        /// or has to set a field in it (Linear's webhookTimestamp); the headers are for this body.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
     },
     /// Show the dedup record of one event (Redis store).
     Inspect { source: String, event_id: String },
@@ -98,7 +103,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             body,
             id,
             event_type,
-        } => sign(&settings, &source, body, id, event_type),
+            out,
+        } => sign(
+            &settings,
+            &source,
+            SignArgs {
+                body,
+                id,
+                event_type,
+                out,
+            },
+        ),
         Command::Inspect { source, event_id } => inspect(&settings, &source, &event_id, false),
         Command::Forget { source, event_id } => inspect(&settings, &source, &event_id, true),
     }
@@ -145,20 +160,22 @@ fn serve(settings: Settings) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn sign(
-    settings: &Settings,
-    source: &str,
+/// `hookonce sign`'s arguments beyond the source.
+struct SignArgs {
     body: Option<PathBuf>,
     id: Option<String>,
     event_type: Option<String>,
-) -> anyhow::Result<ExitCode> {
+    out: Option<PathBuf>,
+}
+
+fn sign(settings: &Settings, source: &str, args: SignArgs) -> anyhow::Result<ExitCode> {
     let Some(source_settings) = settings.sources.get(source) else {
         bail!("no source named {source:?} in the configuration");
     };
     let provider = providers::build(source, source_settings)?;
-    let body = match body {
+    let body = match &args.body {
         Some(path) => {
-            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?
         }
         None => {
             let mut buffer = Vec::new();
@@ -172,10 +189,28 @@ fn sign(
         .duration_since(std::time::UNIX_EPOCH)?
         .as_secs() as i64;
     let options = SignOptions {
-        event_id: id,
-        event_type,
+        event_id: args.id,
+        event_type: args.event_type,
         now_unix,
     };
+    let name = provider.name();
+    let body = match provider
+        .sign_body(&body, &options)
+        .with_context(|| format!("cannot sign this body as provider {name:?}"))?
+    {
+        Some(signed) if signed != body => {
+            if args.out.is_none() {
+                bail!(
+                    "provider {name:?} has to change this body to sign it (Adyen puts each item's signature in the body, Linear a fresh webhookTimestamp): pass --out FILE to write the body to send, then send that file (curl --data-binary @FILE)"
+                );
+            }
+            signed
+        }
+        _ => body,
+    };
+    if let Some(path) = &args.out {
+        std::fs::write(path, &body).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     for (name, value) in provider.sign(&body, &options) {
         println!("{name}: {value}");
     }

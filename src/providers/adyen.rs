@@ -21,6 +21,10 @@
 //!   batch has none). Consumers can parse it with Adyen's models and re-check its `hmacSignature`.
 //!
 //! Adyen expects the body `[accepted]` in answer (a legacy requirement it still honours).
+//!
+//! `sign_body` (for `hookonce sign --out`) writes each item's signature into the body, editing
+//! only the bytes of `hmacSignature`, so the items a consumer later receives are the items of the
+//! signed file.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -32,9 +36,10 @@ use serde_json::value::RawValue;
 
 use crate::config::{ConfigError, SourceSettings};
 
-use super::signing::{any_key_matches, keyed_macs, Candidates, HmacSha256};
+use super::signing::{any_key_matches, base64, keyed_macs, tag, Candidates, HmacSha256};
+use super::splice::{Edits, Members};
 use super::{
-    reject_unused_keys, Ack, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
+    reject_unused_keys, Ack, Provider, RawRequest, SignError, SignOptions, Verified, VerifiedEvent,
     VerifyError,
 };
 
@@ -168,21 +173,10 @@ impl Item<'_> {
     }
 }
 
-/// Checks one item's signature against every key.
-fn verify_item(keys: &[HmacSha256], item: &Item<'_>) -> Result<(), VerifyError> {
-    let signature = item
-        .additional_data
-        .as_ref()
-        .and_then(|data| data.hmac_signature.as_deref())
-        .filter(|signature| !signature.is_empty())
-        .ok_or(VerifyError::MissingHeader(SIGNATURE_FIELD))?;
-    let mut candidates = Candidates::new(32);
-    candidates
-        .push_base64(signature)
-        .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_FIELD))?;
-    let f = item.signed_fields();
+/// The signed string of one item, as parts to feed the MAC: the eight fields joined by `:`.
+fn signed_message<'b>(f: &'b [&str; 8]) -> [&'b [u8]; 15] {
     let c: &[u8] = b":";
-    let message: [&[u8]; 15] = [
+    [
         f[0].as_bytes(),
         c,
         f[1].as_bytes(),
@@ -198,8 +192,23 @@ fn verify_item(keys: &[HmacSha256], item: &Item<'_>) -> Result<(), VerifyError> 
         f[6].as_bytes(),
         c,
         f[7].as_bytes(),
-    ];
-    if any_key_matches(keys, &message, &candidates) {
+    ]
+}
+
+/// Checks one item's signature against every key.
+fn verify_item(keys: &[HmacSha256], item: &Item<'_>) -> Result<(), VerifyError> {
+    let signature = item
+        .additional_data
+        .as_ref()
+        .and_then(|data| data.hmac_signature.as_deref())
+        .filter(|signature| !signature.is_empty())
+        .ok_or(VerifyError::MissingHeader(SIGNATURE_FIELD))?;
+    let mut candidates = Candidates::new(32);
+    candidates
+        .push_base64(signature)
+        .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_FIELD))?;
+    let fields = item.signed_fields();
+    if any_key_matches(keys, &signed_message(&fields), &candidates) {
         Ok(())
     } else {
         Err(VerifyError::BadSignature)
@@ -266,10 +275,54 @@ impl Provider for Adyen {
         }
     }
 
-    /// Adyen signs inside the body (each item's `additionalData.hmacSignature`), so there is no
-    /// signature header to produce: the body must already carry its signatures.
+    /// Adyen signs inside the body, so there is no signature header: [`Provider::sign_body`]
+    /// puts the signatures into the body.
     fn sign(&self, _body: &[u8], _options: &SignOptions) -> Vec<(String, String)> {
         vec![("Content-Type".to_owned(), "application/json".to_owned())]
+    }
+
+    /// Sets `additionalData.hmacSignature` of every item (replacing any signature already there,
+    /// adding `additionalData` where an item has none) and keeps every other byte of the body.
+    fn sign_body(&self, body: &[u8], _options: &SignOptions) -> Result<Option<Vec<u8>>, SignError> {
+        let not_a_batch = |e: &dyn std::fmt::Display| {
+            SignError(format!(
+                "the body is not an Adyen notification (a JSON object with \"notificationItems\": [{{\"NotificationRequestItem\": {{…}}}}, …]): {e}"
+            ))
+        };
+        let text = std::str::from_utf8(body).map_err(|e| not_a_batch(&e))?;
+        let batch: Batch<'_> = serde_json::from_str(text).map_err(|e| not_a_batch(&e))?;
+        if batch.items.is_empty() {
+            return Err(not_a_batch(&"notificationItems is empty"));
+        }
+        let mut edits = Edits::new(text);
+        for (i, wrapper) in batch.items.iter().enumerate() {
+            let in_item = |e: &dyn std::fmt::Display| {
+                SignError(format!(
+                    "notificationItems[{i}].NotificationRequestItem: {e}"
+                ))
+            };
+            let item: Item<'_> =
+                serde_json::from_str(wrapper.item.get()).map_err(|e| in_item(&e))?;
+            let fields = item.signed_fields();
+            let signature = base64(&tag(&self.keys[0], &signed_message(&fields)));
+            let signature = serde_json::to_string(&signature).expect("a string serializes");
+            let members = Members::of(wrapper.item).map_err(|e| in_item(&e))?;
+            match members.get("additionalData").map_err(|e| in_item(&e))? {
+                Some(data) if data.get().starts_with('{') => edits
+                    .set(data, "hmacSignature", signature)
+                    .map_err(|e| in_item(&e))?,
+                // `"additionalData": null`
+                Some(data) => edits.replace(data, format!("{{\"hmacSignature\":{signature}}}")),
+                None => edits
+                    .set(
+                        wrapper.item,
+                        "additionalData",
+                        format!("{{\"hmacSignature\":{signature}}}"),
+                    )
+                    .map_err(|e| in_item(&e))?,
+            }
+        }
+        Ok(Some(edits.apply()))
     }
 }
 

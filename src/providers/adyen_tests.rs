@@ -219,3 +219,72 @@ fn answers_accepted_and_validates_keys() {
     ));
     assert!(error.starts_with("sources.ady.tolerance:"), "{error}");
 }
+
+fn sign_body(keys: &[&str], body: &str) -> Result<String, SignError> {
+    let signed = adyen(keys)
+        .sign_body(body.as_bytes(), &SignOptions::default())?
+        .expect("adyen always rewrites the body");
+    Ok(String::from_utf8(signed).unwrap())
+}
+
+#[test]
+fn sign_body_reproduces_the_sdk_vector_and_keeps_every_other_byte() {
+    // The vector's item, with its signature replaced by garbage: signing restores it exactly.
+    let unsigned = VECTOR_BODY.replace(VECTOR_SIGNATURE, "stale");
+    assert_eq!(sign_body(&[KEY], &unsigned).unwrap(), VECTOR_BODY);
+    // Re-signing a signed body changes nothing.
+    assert_eq!(sign_body(&[KEY], VECTOR_BODY).unwrap(), VECTOR_BODY);
+}
+
+#[test]
+fn sign_body_signs_every_item_and_adds_missing_signatures() {
+    let body = r#"{"live":"false","notificationItems":[
+  {"NotificationRequestItem":{"amount":{"currency":"EUR","value":1130},"eventCode":"AUTHORISATION","merchantAccountCode":"TestMerchant","merchantReference":"o:1\\x","pspReference":"8815","success":"true"}},
+  {"NotificationRequestItem":{"additionalData":{"authCode":"1"},"eventCode":"CAPTURE","merchantAccountCode":"TestMerchant","pspReference":"8816","success":"true"}},
+  {"NotificationRequestItem":{"additionalData":null,"eventCode":"REFUND","merchantAccountCode":"TestMerchant","pspReference":"8817","success":"false"}}
+]}"#;
+    let signed = sign_body(&[KEY, OTHER_KEY], body).unwrap();
+    assert_eq!(
+        events(check(&[KEY], &signed))
+            .into_iter()
+            .map(|(_, kind)| kind)
+            .collect::<Vec<_>>(),
+        ["AUTHORISATION", "CAPTURE", "REFUND"]
+    );
+    // Signed with the first key only.
+    assert_eq!(check(&[OTHER_KEY], &signed), Err(VerifyError::BadSignature));
+    // Only signatures were added: removing them gives the original JSON back.
+    let strip = |text: &str| {
+        let mut value: serde_json::Value = serde_json::from_str(text).unwrap();
+        for wrapper in value["notificationItems"].as_array_mut().unwrap() {
+            let item = &mut wrapper["NotificationRequestItem"];
+            if let Some(data) = item["additionalData"].as_object_mut() {
+                data.remove("hmacSignature");
+                if data.is_empty() {
+                    item.as_object_mut().unwrap().remove("additionalData");
+                }
+            }
+            if item["additionalData"].is_null() {
+                item.as_object_mut().unwrap().remove("additionalData");
+            }
+        }
+        value
+    };
+    assert_eq!(strip(&signed), strip(body));
+    assert!(signed.starts_with("{\"live\":\"false\",\"notificationItems\":[\n  {"));
+}
+
+#[test]
+fn sign_body_refuses_what_is_not_a_notification() {
+    for body in [
+        "",
+        "[accepted]",
+        "{}",
+        r#"{"notificationItems":[]}"#,
+        r#"{"notificationItems":[{"NotificationRequestItem":[1]}]}"#,
+        r#"{"notificationItems":[{"NotificationRequestItem":{"additionalData":{},"additionalData":{}}}]}"#,
+    ] {
+        let error = sign_body(&[KEY], body).unwrap_err();
+        assert!(!error.0.is_empty(), "{body:?}");
+    }
+}

@@ -3,6 +3,7 @@
 //! Linear signs no timestamp header; the body's `webhookTimestamp` (unix **milliseconds**) is
 //! covered by the signature and must be within the tolerance, 60 s by default as in Linear's SDK,
 //! on either side. Our clock has whole-second resolution, so the check is accurate to a second.
+//! So `sign_body` sets `webhookTimestamp` when the body lacks a fresh one.
 //!
 //! Event ID: the `Linear-Delivery` header, which Linear keeps across retries (it is not signed,
 //! like GitHub's delivery ID). Type: the body's `type` (`Issue`, `Comment`, …).
@@ -14,13 +15,16 @@ use serde::Deserialize;
 
 use crate::config::{ConfigError, SourceSettings};
 
+use serde_json::value::RawValue;
+
 use super::signing::{
     any_key_matches, keyed_macs, random_uuid, tag, tolerance_secs, utf8_secret, Candidates,
     HmacSha256,
 };
+use super::splice::{Edits, Members};
 use super::{
-    header, id_from_header, json_object, reject_unused_keys, Provider, RawRequest, SignOptions,
-    Verified, VerifiedEvent, VerifyError,
+    header, id_from_header, json_object, reject_unused_keys, Provider, RawRequest, SignError,
+    SignOptions, Verified, VerifiedEvent, VerifyError,
 };
 
 const SIGNATURE_HEADER: &str = "linear-signature";
@@ -80,7 +84,7 @@ impl Provider for Linear {
         Ok(Verified::Events(vec![event]))
     }
 
-    /// The body must already carry its `webhookTimestamp`: Linear signs no timestamp header.
+    /// Signs the body as it is: it must carry a fresh `webhookTimestamp` (see `sign_body`).
     fn sign(&self, body: &[u8], options: &SignOptions) -> Vec<(String, String)> {
         let kind = options
             .event_type
@@ -102,6 +106,30 @@ impl Provider for Linear {
             ),
             ("User-Agent".to_owned(), "Linear-Webhook".to_owned()),
         ]
+    }
+
+    /// Sets `webhookTimestamp` to `options.now_unix` (in milliseconds) unless the body already
+    /// carries one within the tolerance; every other byte is kept.
+    fn sign_body(&self, body: &[u8], options: &SignOptions) -> Result<Option<Vec<u8>>, SignError> {
+        let not_an_object = |e: &dyn std::fmt::Display| {
+            SignError(format!(
+                "the body is not a Linear payload (a JSON object): {e}"
+            ))
+        };
+        let text = std::str::from_utf8(body).map_err(|e| not_an_object(&e))?;
+        let object: &RawValue = serde_json::from_str(text).map_err(|e| not_an_object(&e))?;
+        let now_ms = options.now_unix.saturating_mul(1000);
+        let current = Members::of(object).map_err(|e| not_an_object(&e))?;
+        let fresh = current
+            .get("webhookTimestamp")?
+            .and_then(|value| value.get().parse::<i64>().ok())
+            .is_some_and(|ms| now_ms.abs_diff(ms) <= self.tolerance_ms);
+        if fresh {
+            return Ok(None);
+        }
+        let mut edits = Edits::new(text);
+        edits.set(object, "webhookTimestamp", now_ms.to_string())?;
+        Ok(Some(edits.apply()))
     }
 }
 
@@ -249,5 +277,36 @@ mod tests {
             &settings("linear", &[SECRET], json!({ "id_header": "x" })),
         ));
         assert!(error.starts_with("sources.lin.id_header:"), "{error}");
+    }
+
+    #[test]
+    fn sign_body_sets_a_missing_or_stale_timestamp_and_keeps_a_fresh_one() {
+        let provider = linear(&[SECRET]);
+        let options = SignOptions {
+            event_id: Some(DELIVERY.to_owned()),
+            event_type: None,
+            now_unix: NOW,
+        };
+        let fresh = body(NOW * 1000 - 30_000);
+        assert_eq!(provider.sign_body(fresh.as_bytes(), &options), Ok(None));
+        let stale = body((NOW - 3600) * 1000);
+        let without = "{\n  \"type\": \"Comment\",\n  \"data\": {\"webhookTimestamp\": 1}\n}\n";
+        for (input, expected) in [
+            (stale.as_str(), body(NOW * 1000)),
+            (
+                without,
+                format!("{{\n  \"type\": \"Comment\",\n  \"data\": {{\"webhookTimestamp\": 1}},\"webhookTimestamp\":{}\n}}\n", NOW * 1000),
+            ),
+        ] {
+            let new_body = provider
+                .sign_body(input.as_bytes(), &options)
+                .unwrap()
+                .expect("rewritten");
+            assert_eq!(String::from_utf8(new_body.clone()).unwrap(), expected);
+            let sent = provider.sign(&new_body, &options);
+            assert!(verify(&provider, &signed(&sent), &new_body, NOW).is_ok());
+        }
+        assert!(provider.sign_body(b"[1]", &options).is_err());
+        assert!(provider.sign_body(b"not json", &options).is_err());
     }
 }

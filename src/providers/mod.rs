@@ -15,7 +15,8 @@
 //! - `adyen` (classic: a signature per batch item, one event per item) and `adyen_platform`.
 //! - `generic`: a configurable HMAC shape for providers without a module of their own.
 //! - `signing`: keyed MACs, decoded signatures, timestamps and made-up IDs for `sign`;
-//!   `extract`: JSON pointers; `secrets`: per-provider secret decoding.
+//!   `extract`: JSON pointers; `secrets`: per-provider secret decoding; `splice`: byte-preserving
+//!   JSON edits for `sign_body`.
 //! - `fixture_tests`: replays tests/fixtures/*.json, made with the providers' own SDKs by
 //!   `scripts/gen-fixtures`.
 
@@ -33,6 +34,7 @@ mod secrets;
 mod shopify;
 mod signing;
 mod slack;
+mod splice;
 mod square;
 mod standard;
 mod stripe;
@@ -152,6 +154,11 @@ pub struct SignOptions {
     pub now_unix: i64,
 }
 
+/// Why `sign_body` cannot sign a body (it is not something the provider would send).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SignError(pub String);
+
 /// One signature scheme, configured for one source.
 pub trait Provider: Send + Sync + 'static {
     /// The provider's name as written in `provider = "…"`, and as stored in the stream entry.
@@ -166,7 +173,24 @@ pub trait Provider: Send + Sync + 'static {
     }
 
     /// Headers the provider would send with `body`, signed with the first configured secret.
+    ///
+    /// For schemes that sign inside the body, call [`Provider::sign_body`] first and pass its
+    /// result here.
     fn sign(&self, body: &[u8], options: &SignOptions) -> Vec<(String, String)>;
+
+    /// The body the provider would send in place of `body`, for schemes whose signature or signed
+    /// timestamp lives inside the body; `None` when `body` is sent as it is (the default).
+    ///
+    /// Adyen sets every item's `additionalData.hmacSignature`; Linear sets `webhookTimestamp` to
+    /// `options.now_unix` unless the body already carries one within the tolerance. Everything else
+    /// in the body is kept byte for byte. Like `sign`, this is pure and uses the first secret.
+    fn sign_body(
+        &self,
+        _body: &[u8],
+        _options: &SignOptions,
+    ) -> Result<Option<Vec<u8>>, SignError> {
+        Ok(None)
+    }
 }
 
 /// Builds the provider for one configured source, validating its provider-specific keys.

@@ -176,6 +176,21 @@ fn every_fixture_case_gets_its_expected_outcome() {
     );
 }
 
+/// config/examples/generic.toml, whose GitHub, Shopify and Linear sources the README shows.
+const GENERIC_EXAMPLE: &str = include_str!("../../config/examples/generic.toml");
+
+/// The provider-specific keys of one `[sources.NAME]` of the generic example, as JSON settings.
+fn generic_example(source: &str) -> serde_json::Value {
+    let file: toml::Table = toml::from_str(GENERIC_EXAMPLE).expect("generic.toml parses");
+    let mut table = file["sources"][source]
+        .as_table()
+        .unwrap_or_else(|| panic!("generic.toml has no [sources.{source}]"))
+        .clone();
+    assert_eq!(table.remove("provider"), Some("generic".into()));
+    table.remove("secrets");
+    serde_json::to_value(table).expect("TOML values convert to JSON")
+}
+
 /// Replays `name`'s cases accepted by `filter` through a `generic` source configured as `config`.
 fn replay_as_generic(name: &str, config: serde_json::Value, filter: impl Fn(&Case) -> bool) {
     let text = FIXTURES
@@ -202,20 +217,28 @@ fn replay_as_generic(name: &str, config: serde_json::Value, filter: impl Fn(&Cas
 
 #[test]
 fn a_generic_source_configured_like_github_agrees_on_every_github_case() {
-    let config = serde_json::json!({
-        "signature_header": "X-Hub-Signature-256", "signature_prefix": "sha256=",
-        "algorithm": "sha256", "encoding": "hex",
-        "id_header": "X-GitHub-Delivery", "type_header": "X-GitHub-Event",
-    });
+    let config = generic_example("github_generic");
+    assert_eq!(
+        config,
+        serde_json::json!({
+            "signature_header": "X-Hub-Signature-256", "signature_prefix": "sha256=",
+            "algorithm": "sha256", "encoding": "hex",
+            "id_header": "X-GitHub-Delivery", "type_header": "X-GitHub-Event",
+        })
+    );
     replay_as_generic("github", config, |_| true);
 }
 
 #[test]
 fn a_generic_source_configured_like_shopify_agrees_on_classic_shopify_cases() {
-    let config = serde_json::json!({
-        "signature_header": "X-Shopify-Hmac-Sha256", "algorithm": "sha256", "encoding": "base64",
-        "id_header": "X-Shopify-Event-Id", "type_header": "X-Shopify-Topic",
-    });
+    let config = generic_example("shopify_generic");
+    assert_eq!(
+        config,
+        serde_json::json!({
+            "signature_header": "X-Shopify-Hmac-Sha256", "algorithm": "sha256", "encoding": "base64",
+            "id_header": "X-Shopify-Event-Id", "type_header": "X-Shopify-Topic",
+        })
+    );
     // Generic reads one ID header: leave out the cases that rely on Shopify's fallback to the
     // webhook ID, and the newer `shopify-*` header family.
     replay_as_generic("shopify", config, |case| {
@@ -230,10 +253,14 @@ fn a_generic_source_configured_like_shopify_agrees_on_classic_shopify_cases() {
 
 #[test]
 fn a_generic_source_configured_like_linear_agrees_on_linear_signatures() {
-    let config = serde_json::json!({
-        "signature_header": "Linear-Signature", "algorithm": "sha256", "encoding": "hex",
-        "id_header": "Linear-Delivery", "type_pointer": "/type",
-    });
+    let config = generic_example("linear_generic");
+    assert_eq!(
+        config,
+        serde_json::json!({
+            "signature_header": "Linear-Signature", "algorithm": "sha256", "encoding": "hex",
+            "id_header": "Linear-Delivery", "type_pointer": "/type",
+        })
+    );
     // Generic checks no timestamp inside the body: leave out the cases that are about it.
     replay_as_generic("linear", config, |case| {
         let stale = matches!(&case.expect, Expect::Error(kind) if kind == "stale_timestamp");

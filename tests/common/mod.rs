@@ -63,6 +63,17 @@ pub struct TestApp {
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// One entry of a source's Redis Stream: the fields of the consumer contract.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamEntry {
+    pub source: String,
+    pub provider: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub received_at: u64,
+    pub body: Vec<u8>,
+}
+
 /// Extra TOML for `[server]`, `[store]` and `[sink]`, merged into the backend's defaults.
 #[derive(Default, Clone)]
 pub struct Extra {
@@ -178,6 +189,30 @@ impl TestApp {
         provider.sign(body, options)
     }
 
+    /// The body the source's provider would send for `body`: `sign_body`'s result (Adyen writes
+    /// its signatures into the body, Linear a fresh `webhookTimestamp`), or `body` itself.
+    pub fn sign_body(&self, source: &str, body: &[u8], options: &SignOptions) -> Vec<u8> {
+        let settings = &self.app.settings.sources[source];
+        let provider = providers::build(source, settings).unwrap();
+        provider
+            .sign_body(body, options)
+            .unwrap_or_else(|e| panic!("{source}: sign_body: {e}"))
+            .unwrap_or_else(|| body.to_vec())
+    }
+
+    /// Like `deliver`, for every provider: applies `sign_body` first, then signs and posts the
+    /// result. Returns the response and the body that was sent.
+    pub async fn deliver_signed(
+        &self,
+        source: &str,
+        body: &[u8],
+        options: &SignOptions,
+    ) -> (reqwest::Response, Vec<u8>) {
+        let body = self.sign_body(source, body, options);
+        let headers = self.sign(source, &body, options);
+        (self.post(source, &body, &headers).await, body)
+    }
+
     pub async fn post(
         &self,
         source: &str,
@@ -235,6 +270,38 @@ impl TestApp {
             }
             _ => unreachable!(),
         }
+    }
+
+    /// Every field of each entry of a source's Redis Stream, in order (Redis backend only).
+    pub fn stream_entries(&self, source: &str) -> Vec<StreamEntry> {
+        let redis = self
+            .redis
+            .as_ref()
+            .expect("stream_entries needs the Redis backend");
+        let stream = &self
+            .app
+            .ingest
+            .target(source)
+            .expect("configured source")
+            .stream;
+        let reply: ::redis::streams::StreamRangeReply = ::redis::cmd("XRANGE")
+            .arg(stream)
+            .arg("-")
+            .arg("+")
+            .query(&mut redis.connection())
+            .unwrap();
+        reply
+            .ids
+            .into_iter()
+            .map(|entry| StreamEntry {
+                source: entry.get("source").unwrap(),
+                provider: entry.get("provider").unwrap(),
+                event_id: entry.get("event_id").unwrap(),
+                event_type: entry.get("event_type").unwrap(),
+                received_at: entry.get("received_at").unwrap(),
+                body: entry.get("body").unwrap(),
+            })
+            .collect()
     }
 
     /// Everything the store holds: DBSIZE for Redis; records plus sink lines for memory.

@@ -151,8 +151,8 @@ fn serve(settings: Settings) -> anyhow::Result<ExitCode> {
             webhooks = %listeners.http_addr()?,
             metrics = %listeners.metrics_addr()?,
             sources = app.settings.sources.len(),
-            store = ?app.settings.store.backend,
-            sink = ?app.settings.sink.kind,
+            store = app.settings.store.backend.label(),
+            sink = app.settings.sink.kind.label(),
         );
         server::run(app, listeners, server::termination_signal()).await;
         tracing::info!(message = "Stopped.");

@@ -262,7 +262,26 @@ async fn nats_down_answers_503_then_recovers(backend: Backend) {
     );
 }
 
+/// A request that times out answers 503, but the publish it started still settles the claim:
+/// the provider's retry then finds the event done instead of publishing it again.
+async fn a_request_timeout_does_not_strand_or_repeat_a_publish(backend: Backend) {
+    let worker = Worker::start().await;
+    let mut extra = http_sink(&worker, "30s");
+    extra.server = "request_timeout = \"300ms\"\n".into();
+    let t = TestApp::start_with(backend, extra).await;
+    worker.hold();
+    let started = std::time::Instant::now();
+    let timed_out = t.deliver("github", b"{}", &with_id("timeout-1")).await;
+    assert_eq!(timed_out.status(), 503);
+    assert!(started.elapsed() < Duration::from_secs(2));
+    worker.release();
+    let retry = deliver_until_accepted(&t, "github", b"{}", "timeout-1").await;
+    assert_eq!(retry.headers()["idempotency-replayed"], "true");
+    assert_eq!(worker.received().len(), 1);
+}
+
 both_backends!(
+    a_request_timeout_does_not_strand_or_repeat_a_publish,
     http_worker_gets_one_post_per_event,
     a_slow_worker_makes_concurrent_deliveries_in_flight,
     a_failing_worker_releases_the_claim,

@@ -71,6 +71,15 @@ pub enum StoreBackend {
     Memory,
 }
 
+impl StoreBackend {
+    pub fn label(self) -> &'static str {
+        match self {
+            StoreBackend::Redis => "redis",
+            StoreBackend::Memory => "memory",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreSettings {

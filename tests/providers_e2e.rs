@@ -701,3 +701,61 @@ fn every_example_configuration_passes_check_config() {
         );
     }
 }
+
+/// The README's Providers section: every provider in its table and its configuration block (which
+/// passes check-config), and the generic GitHub/Shopify/Linear sources exactly as in
+/// config/examples/generic.toml, whose configurations the fixture replays test.
+#[test]
+fn the_readme_lists_every_provider_and_shows_the_tested_generic_configurations() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let start = readme.find("\n## Providers\n").expect("a Providers section");
+    let section = &readme[start + 1..];
+    let section = &section[..section[1..].find("\n## ").map_or(section.len(), |i| i + 1)];
+    for provider in providers::KNOWN_PROVIDERS {
+        assert!(
+            section.contains(&format!("| `{provider}` |")),
+            "{provider} is not in the README's provider table"
+        );
+        assert!(
+            section.contains(&format!("provider = \"{provider}\"")),
+            "the README has no configuration example for {provider}"
+        );
+    }
+
+    let generic = std::fs::read_to_string(root.join("config/examples/generic.toml")).unwrap();
+    for source in ["github_generic", "shopify_generic", "linear_generic"] {
+        let at = generic
+            .find(&format!("[sources.{source}]"))
+            .unwrap_or_else(|| panic!("generic.toml has no [sources.{source}]"));
+        let block = generic[at..].split("\n\n").next().unwrap().trim_end();
+        assert!(
+            section.contains(block),
+            "the README does not show [sources.{source}] as in config/examples/generic.toml:\n{block}"
+        );
+    }
+
+    // The block with every provider is a valid configuration.
+    let dir = tempfile::tempdir().unwrap();
+    let secret_file = dir.path().join("svix");
+    std::fs::write(&secret_file, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n").unwrap();
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("a TOML block");
+    let config = dir.path().join("readme.toml");
+    std::fs::write(
+        &config,
+        block.replace(
+            "file:/run/secrets/svix",
+            &format!("file:{}", secret_file.display()),
+        ),
+    )
+    .unwrap();
+    let output = run(
+        &["--config", config.to_str().unwrap(), "check-config"],
+        EXAMPLE_ENV,
+    );
+    assert!(output.status.success(), "{}", output_text(&output));
+}

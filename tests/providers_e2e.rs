@@ -709,7 +709,9 @@ fn every_example_configuration_passes_check_config() {
 fn the_readme_lists_every_provider_and_shows_the_tested_generic_configurations() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let start = readme.find("\n## Providers\n").expect("a Providers section");
+    let start = readme
+        .find("\n## Providers\n")
+        .expect("a Providers section");
     let section = &readme[start + 1..];
     let section = &section[..section[1..].find("\n## ").map_or(section.len(), |i| i + 1)];
     for provider in providers::KNOWN_PROVIDERS {

@@ -1,0 +1,134 @@
+//! `[server]` and `[store]`: listeners, limits and timeouts; the dedup store and its safety knobs.
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ByteSize, HumanDuration};
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSettings {
+    /// Webhooks, `/healthz` and `/readyz`.
+    pub listen: SocketAddr,
+    /// `GET /metrics`.
+    pub metrics_listen: SocketAddr,
+    pub body_limit: ByteSize,
+    /// Upper bound on handling one request, from its headers to the response.
+    pub request_timeout: HumanDuration,
+    /// Upper bound on receiving a request's headers; a slow client is disconnected after it.
+    pub header_read_timeout: HumanDuration,
+    /// Requests handled at once; beyond it new requests get 503 + `Retry-After`.
+    pub max_in_flight: usize,
+    /// How long SIGTERM waits for in-flight requests before exiting.
+    pub shutdown_timeout: HumanDuration,
+    /// Seconds sent in `Retry-After` with 503 and 409 answers.
+    pub retry_after_secs: u32,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            listen: ([0, 0, 0, 0], 8080).into(),
+            metrics_listen: ([0, 0, 0, 0], 9090).into(),
+            body_limit: ByteSize(1 << 20),
+            request_timeout: secs(10),
+            header_read_timeout: secs(5),
+            max_in_flight: 1024,
+            shutdown_timeout: secs(20),
+            retry_after_secs: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreBackend {
+    Redis,
+    Memory,
+}
+
+impl StoreBackend {
+    pub fn label(self) -> &'static str {
+        match self {
+            StoreBackend::Redis => "redis",
+            StoreBackend::Memory => "memory",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSettings {
+    pub backend: StoreBackend,
+    /// May carry a password; shown redacted.
+    pub redis_url: ServiceUrl,
+    pub key_prefix: String,
+    /// Upper bound on one Redis call; past it the request answers 503.
+    pub timeout: HumanDuration,
+    /// Start even when Redis's `maxmemory-policy` may evict dedup records.
+    pub allow_eviction: bool,
+    /// Memory backend: most dedup records held at once; when full, new events get 503.
+    pub memory_max_records: usize,
+    /// Atomic mode: replicas that must confirm each write (`WAIT`) before the provider gets 2xx;
+    /// 0 = do not wait.
+    pub wait_replicas: u32,
+    /// Atomic mode: how long `WAIT` may take; fewer confirmations by then answer 503.
+    pub wait_timeout: HumanDuration,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        Self {
+            backend: StoreBackend::Redis,
+            redis_url: ServiceUrl("redis://127.0.0.1:6379".to_owned()),
+            key_prefix: "hookonce".to_owned(),
+            timeout: HumanDuration(std::time::Duration::from_millis(500)),
+            allow_eviction: false,
+            memory_max_records: 1_000_000,
+            wait_replicas: 0,
+            wait_timeout: HumanDuration(std::time::Duration::from_millis(100)),
+        }
+    }
+}
+
+/// A Redis or NATS URL whose password is never printed.
+#[derive(Clone, Deserialize)]
+#[serde(transparent)]
+pub struct ServiceUrl(pub String);
+
+impl ServiceUrl {
+    /// The URL with any password replaced by `[redacted]`.
+    pub fn redacted(&self) -> String {
+        let url = &self.0;
+        match (url.find("://"), url.rfind('@')) {
+            (Some(scheme_end), Some(at)) if at > scheme_end => {
+                let userinfo = &url[scheme_end + 3..at];
+                let user = userinfo.split(':').next().unwrap_or("");
+                let shown = if userinfo.contains(':') {
+                    format!("{user}:[redacted]")
+                } else {
+                    "[redacted]".to_owned()
+                };
+                format!("{}{}{}", &url[..scheme_end + 3], shown, &url[at..])
+            }
+            _ => url.clone(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ServiceUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl Serialize for ServiceUrl {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.redacted())
+    }
+}
+
+fn secs(n: u64) -> HumanDuration {
+    HumanDuration(std::time::Duration::from_secs(n))
+}

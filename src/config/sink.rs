@@ -1,0 +1,206 @@
+//! `[sink]`: where events go, and the keys of each sink kind.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ConfigError, HumanDuration, Secret, ServiceUrl};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SinkKind {
+    RedisStream,
+    Stdout,
+    File,
+    Nats,
+    Http,
+}
+
+impl SinkKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            SinkKind::RedisStream => "redis_stream",
+            SinkKind::Stdout => "stdout",
+            SinkKind::File => "file",
+            SinkKind::Nats => "nats",
+            SinkKind::Http => "http",
+        }
+    }
+
+    /// The sink's own keys; any other configured key is an error.
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            SinkKind::RedisStream => &["max_len", "sample_interval"],
+            SinkKind::Stdout => &["lease"],
+            SinkKind::File => &["lease", "path"],
+            SinkKind::Nats => &[
+                "lease",
+                "nats_url",
+                "subject",
+                "stream",
+                "duplicate_window",
+                "timeout",
+            ],
+            SinkKind::Http => &["lease", "url", "timeout", "headers"],
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SinkSettings {
+    pub kind: SinkKind,
+    /// redis_stream: 0 = never trim; N = `XADD MAXLEN ~ N`, which can drop unread entries.
+    pub max_len: u64,
+    /// redis_stream: how often `hookonce_stream_length` is sampled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample_interval: Option<HumanDuration>,
+    /// Two-phase sinks: how long a claim holds an event before another delivery may reclaim it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease: Option<HumanDuration>,
+    /// file: the JSON-lines file events are appended to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// nats: server URL, e.g. `nats://127.0.0.1:4222`. May carry credentials; shown redacted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nats_url: Option<ServiceUrl>,
+    /// nats: subject template; `{source}` is replaced by the source name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// nats: the JetStream stream, created with subjects `hookonce.>` when missing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<String>,
+    /// nats: duplicate window of a stream hookonce creates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duplicate_window: Option<HumanDuration>,
+    /// http: the worker endpoint events are POSTed to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// nats, http: how long the sink may take to acknowledge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<HumanDuration>,
+    /// http: static headers added to every POST; values may be `env:NAME` or `file:PATH`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, Secret>,
+}
+
+impl Default for SinkSettings {
+    fn default() -> Self {
+        Self {
+            kind: SinkKind::RedisStream,
+            max_len: 0,
+            sample_interval: None,
+            lease: None,
+            path: None,
+            nats_url: None,
+            subject: None,
+            stream: None,
+            duplicate_window: None,
+            url: None,
+            timeout: None,
+            headers: BTreeMap::new(),
+        }
+    }
+}
+
+impl SinkSettings {
+    pub fn lease(&self) -> std::time::Duration {
+        self.lease
+            .map_or(std::time::Duration::from_secs(30), |d| d.0)
+    }
+
+    pub fn timeout(&self) -> std::time::Duration {
+        self.timeout
+            .map_or(std::time::Duration::from_secs(5), |d| d.0)
+    }
+
+    pub fn sample_interval(&self) -> std::time::Duration {
+        self.sample_interval
+            .map_or(std::time::Duration::from_secs(10), |d| d.0)
+    }
+
+    pub fn subject(&self) -> &str {
+        self.subject.as_deref().unwrap_or("hookonce.{source}")
+    }
+
+    pub fn nats_stream(&self) -> &str {
+        self.stream.as_deref().unwrap_or("HOOKONCE")
+    }
+
+    /// Rejects keys that the selected sink does not use, and checks the ones it requires.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        let configured = serde_json::to_value(self).unwrap_or_default();
+        let used = self.kind.keys();
+        if let Some(map) = configured.as_object() {
+            for key in map.keys() {
+                let defaulted = key == "max_len" && self.max_len == 0;
+                if key != "kind" && !defaulted && !used.contains(&key.as_str()) {
+                    return Err(ConfigError::invalid(
+                        format!("sink.{key}"),
+                        format!(
+                            "is not used by sink.kind = {:?} (its keys: {})",
+                            self.kind.label(),
+                            used.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        let required = match self.kind {
+            SinkKind::File => self.path.is_none().then_some("path"),
+            SinkKind::Nats => self.nats_url.is_none().then_some("nats_url"),
+            SinkKind::Http => self.url.is_none().then_some("url"),
+            SinkKind::RedisStream | SinkKind::Stdout => None,
+        };
+        if let Some(key) = required {
+            return Err(ConfigError::invalid(
+                format!("sink.{key}"),
+                format!("required when sink.kind = {:?}", self.kind.label()),
+            ));
+        }
+        for (key, value) in [
+            ("lease", self.lease),
+            ("timeout", self.timeout),
+            ("sample_interval", self.sample_interval),
+        ] {
+            if value.is_some_and(|d| d.0.is_zero()) {
+                return Err(ConfigError::invalid(
+                    format!("sink.{key}"),
+                    "must be above zero",
+                ));
+            }
+        }
+        if let Some(url) = &self.url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(ConfigError::invalid(
+                    "sink.url",
+                    "must start with http:// or https://",
+                ));
+            }
+        }
+        if let Some(url) = &self.nats_url {
+            if !(url.0.starts_with("nats://") || url.0.starts_with("tls://")) {
+                return Err(ConfigError::invalid(
+                    "sink.nats_url",
+                    "must start with nats:// or tls://",
+                ));
+            }
+        }
+        if self.subject().is_empty() || self.subject().contains([' ', '*', '>']) {
+            return Err(ConfigError::invalid(
+                "sink.subject",
+                "must be a literal subject (no spaces or wildcards)",
+            ));
+        }
+        for name in self.headers.keys() {
+            if axum::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(ConfigError::invalid(
+                    format!("sink.headers.{name}"),
+                    "is not a valid header name",
+                ));
+            }
+        }
+        Ok(())
+    }
+}

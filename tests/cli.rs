@@ -3,7 +3,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use common::daemon::{Daemon, BIN};
 use common::{eventually, finish_slow_request, start_slow_request, RedisServer};

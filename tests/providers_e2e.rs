@@ -761,3 +761,42 @@ fn the_readme_lists_every_provider_and_shows_the_tested_generic_configurations()
     );
     assert!(output.status.success(), "{}", output_text(&output));
 }
+
+/// Linear stamps every attempt with a fresh `webhookTimestamp`: a retry must be a duplicate,
+/// not a payload mismatch. A different payload under the same delivery ID still is one.
+#[tokio::test]
+async fn a_linear_retry_with_a_fresh_timestamp_is_a_duplicate() {
+    let t = TestApp::start_with(
+        Backend::Redis,
+        Extra {
+            sources: sources(),
+            ..Extra::default()
+        },
+    )
+    .await;
+    let options = SignOptions {
+        event_id: Some("linear-retry-1".into()),
+        now_unix: now_unix(),
+        ..SignOptions::default()
+    };
+    let body = |stamp_ms: i64, title: &str| {
+        format!(
+            r#"{{"action":"create","type":"Issue","data":{{"title":"{title}"}},"webhookTimestamp":{stamp_ms}}}"#
+        )
+    };
+    let now_ms = now_unix() * 1000;
+    let first = t
+        .deliver("linear", body(now_ms - 20_000, "a").as_bytes(), &options)
+        .await;
+    assert_eq!(first.status(), 200);
+    let retry = t
+        .deliver("linear", body(now_ms, "a").as_bytes(), &options)
+        .await;
+    assert_eq!(retry.status(), 200);
+    assert_eq!(retry.headers()["idempotency-replayed"], "true");
+    let other = t
+        .deliver("linear", body(now_ms, "b").as_bytes(), &options)
+        .await;
+    assert_eq!(other.status(), 422);
+    assert_eq!(t.stream_entries("linear").len(), 1);
+}

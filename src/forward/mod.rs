@@ -78,7 +78,7 @@ pub struct Delivery<'a> {
 
 impl Delivery<'_> {
     pub fn fingerprint(&self) -> Fingerprint {
-        Fingerprint::of(self.event.body())
+        Fingerprint::of(self.event.fingerprint_input())
     }
 }
 

@@ -80,7 +80,8 @@ impl Provider for Linear {
             DELIVERY_HEADER,
             "missing Linear-Delivery header",
         )?;
-        let event = VerifiedEvent::new(id, payload.kind.unwrap_or_default(), request.body.clone())?;
+        let event = VerifiedEvent::new(id, payload.kind.unwrap_or_default(), request.body.clone())?
+            .with_fingerprint_input(without_timestamp(request.body)?);
         Ok(Verified::Events(vec![event]))
     }
 
@@ -131,6 +132,20 @@ impl Provider for Linear {
         edits.set(object, "webhookTimestamp", now_ms.to_string())?;
         Ok(Some(edits.apply()))
     }
+}
+
+/// The body with `webhookTimestamp` zeroed: each retry carries a fresh timestamp, so the payload
+/// fingerprint must not cover it, or a retry of a forwarded event would look like a new payload.
+fn without_timestamp(body: &[u8]) -> Result<Vec<u8>, VerifyError> {
+    const UNREADABLE: VerifyError = VerifyError::Malformed("body is not a Linear payload");
+    let text = std::str::from_utf8(body).map_err(|_| UNREADABLE)?;
+    let object: &RawValue = serde_json::from_str(text).map_err(|_| UNREADABLE)?;
+    let members = Members::of(object).map_err(|_| UNREADABLE)?;
+    let mut edits = Edits::new(text);
+    if let Some(timestamp) = members.get("webhookTimestamp").map_err(|_| UNREADABLE)? {
+        edits.replace(timestamp, "0".to_owned());
+    }
+    Ok(edits.apply())
 }
 
 #[cfg(test)]

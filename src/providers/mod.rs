@@ -69,6 +69,8 @@ pub struct VerifiedEvent {
     event_id: String,
     event_type: String,
     body: Bytes,
+    /// What the payload fingerprint covers, when it must not be the whole body.
+    fingerprint_input: Option<Bytes>,
 }
 
 impl VerifiedEvent {
@@ -89,7 +91,21 @@ impl VerifiedEvent {
             event_id,
             event_type,
             body,
+            fingerprint_input: None,
         })
+    }
+
+    /// Fingerprints `input` instead of the body: for schemes whose retries change a field that
+    /// is not part of the event (Linear stamps each attempt with a fresh `webhookTimestamp`), so
+    /// that a retry is recognised as a duplicate, not rejected as a different payload.
+    pub(crate) fn with_fingerprint_input(mut self, input: Vec<u8>) -> Self {
+        self.fingerprint_input = Some(Bytes::from(input));
+        self
+    }
+
+    /// The bytes the payload fingerprint is computed over (the body, unless a provider says otherwise).
+    pub fn fingerprint_input(&self) -> &[u8] {
+        self.fingerprint_input.as_ref().unwrap_or(&self.body)
     }
 
     pub fn event_id(&self) -> &str {

@@ -71,6 +71,39 @@ async fn same_id_with_another_payload_is_a_mismatch(backend: Backend) {
 }
 
 /// Every rejection answers its documented status, writes nothing and is counted.
+/// Stripe reports delivery progress (`pending_webhooks`) inside the event; a retry can carry
+/// another count and is still the same event. Any other difference is a mismatch.
+async fn a_stripe_retry_with_another_pending_webhooks_count_is_a_duplicate(backend: Backend) {
+    let t = TestApp::start(backend).await;
+    let body = |pending: u32, amount: u32| {
+        format!(
+            r#"{{"id":"evt_pending","object":"event","type":"charge.succeeded","pending_webhooks":{pending},"data":{{"object":{{"amount":{amount}}}}}}}"#
+        )
+    };
+    assert_eq!(
+        t.deliver("stripe", body(2, 100).as_bytes(), &now())
+            .await
+            .status(),
+        200
+    );
+    let retry = t.deliver("stripe", body(1, 100).as_bytes(), &now()).await;
+    assert_eq!(retry.status(), 200);
+    assert_eq!(retry.headers()["idempotency-replayed"], "true");
+    assert_eq!(
+        t.deliver("stripe", body(1, 999).as_bytes(), &now())
+            .await
+            .status(),
+        422
+    );
+    let entries = t.entries("stripe");
+    assert_eq!(entries.len(), 1);
+    assert_eq!(
+        entries[0].1,
+        body(2, 100).into_bytes(),
+        "the first delivery's bytes are kept"
+    );
+}
+
 async fn rejections_write_nothing_and_are_counted(backend: Backend) {
     let t = TestApp::start_with(
         backend,
@@ -311,6 +344,7 @@ async fn health_and_readiness(backend: Backend) {
 
 both_backends!(
     forwarded_then_duplicate_replays_the_first_ack,
+    a_stripe_retry_with_another_pending_webhooks_count_is_a_duplicate,
     same_id_with_another_payload_is_a_mismatch,
     rejections_write_nothing_and_are_counted,
     concurrent_deliveries_of_one_event_forward_once,

@@ -64,7 +64,10 @@ pub struct RawRequest<'a> {
 }
 
 /// One event whose signature has been checked. Only providers can construct it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Two events are equal when their ID, type and body are: what the fingerprint covers is a
+/// provider's dedup detail, not part of the event.
+#[derive(Debug, Clone)]
 pub struct VerifiedEvent {
     event_id: String,
     event_type: String,
@@ -72,6 +75,15 @@ pub struct VerifiedEvent {
     /// What the payload fingerprint covers, when it must not be the whole body.
     fingerprint_input: Option<Bytes>,
 }
+
+impl PartialEq for VerifiedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.event_id, &self.event_type, &self.body)
+            == (&other.event_id, &other.event_type, &other.body)
+    }
+}
+
+impl Eq for VerifiedEvent {}
 
 impl VerifiedEvent {
     /// Builds an event after its request passed verification; rejects IDs that cannot be keys.

@@ -55,6 +55,22 @@ impl<'de> Deserialize<'de> for Members<'de> {
     }
 }
 
+/// `doc` with the bytes of `part` (a value parsed out of `doc`) replaced by `0`: what a payload
+/// fingerprint covers when a provider changes that field between attempts of one event.
+pub(crate) fn zeroed(doc: &[u8], part: &RawValue) -> Vec<u8> {
+    let text = part.get();
+    let start = (text.as_ptr() as usize).wrapping_sub(doc.as_ptr() as usize);
+    assert!(
+        start <= doc.len() && text.len() <= doc.len() - start,
+        "the value was not parsed out of this document"
+    );
+    let mut out = Vec::with_capacity(doc.len());
+    out.extend_from_slice(&doc[..start]);
+    out.push(b'0');
+    out.extend_from_slice(&doc[start + text.len()..]);
+    out
+}
+
 /// Replacements and insertions in one document, applied together at the end.
 pub(crate) struct Edits<'a> {
     doc: &'a str,

@@ -18,6 +18,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::config::{ConfigError, SourceSettings};
 
@@ -25,6 +26,7 @@ use super::signing::{
     any_key_matches, check_timestamp, keyed_macs, parse_unix, tag, tolerance_secs, utf8_secret,
     Candidates, HmacSha256,
 };
+use super::splice::zeroed;
 use super::{
     header, json_object, reject_unused_keys, Provider, RawRequest, SignOptions, Verified,
     VerifiedEvent, VerifyError,
@@ -57,6 +59,9 @@ struct StripeEvent<'a> {
     id: Cow<'a, str>,
     #[serde(borrow, rename = "type", default)]
     kind: Option<Cow<'a, str>>,
+    /// How many endpoints still await this event: Stripe can send a retry with a different count.
+    #[serde(borrow, default)]
+    pending_webhooks: Option<&'a RawValue>,
 }
 
 /// A parsed `Stripe-Signature`: the timestamp exactly as sent (it is part of the signed bytes),
@@ -108,12 +113,18 @@ impl Provider for Stripe {
         let event: StripeEvent<'_> = json_object(request.body).ok_or(VerifyError::Malformed(
             "body is not a Stripe event (a JSON object with a string \"id\")",
         ))?;
-        let event = VerifiedEvent::new(
+        let pending = event.pending_webhooks;
+        let mut verified = VerifiedEvent::new(
             event.id,
             event.kind.unwrap_or_default(),
             request.body.clone(),
         )?;
-        Ok(Verified::Events(vec![event]))
+        // `pending_webhooks` describes delivery progress, not the event: a retry may carry another
+        // count, and must still be recognised as a duplicate rather than a different payload.
+        if let Some(pending) = pending {
+            verified = verified.with_fingerprint_input(zeroed(request.body, pending));
+        }
+        Ok(Verified::Events(vec![verified]))
     }
 
     fn sign(&self, body: &[u8], options: &SignOptions) -> Vec<(String, String)> {

@@ -63,9 +63,10 @@ struct SourceArgs {
 struct RunArgs {
     #[command(flatten)]
     source: SourceArgs,
-    /// Base URL of the server (plain HTTP).
-    #[arg(long, default_value = "http://127.0.0.1:8080")]
-    url: String,
+    /// Base URL of the server (plain HTTP). Repeat it for replicas: the copies of each event
+    /// are then split between them.
+    #[arg(long, default_value = "http://127.0.0.1:8080", num_args = 1)]
+    url: Vec<String>,
     /// Request path (default `/webhooks/SOURCE`); other servers use other routes.
     #[arg(long)]
     path: Option<String>,
@@ -201,16 +202,21 @@ fn source_settings(args: &SourceArgs) -> anyhow::Result<SourceSettings> {
 
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let settings = source_settings(&args.source)?;
-    let authority = args
-        .url
-        .strip_prefix("http://")
-        .context("--url must start with http://")?
-        .trim_end_matches('/');
-    let addr = tokio::net::lookup_host(authority)
-        .await
-        .with_context(|| format!("cannot resolve {authority}"))?
-        .next()
-        .with_context(|| format!("{authority} has no address"))?;
+    let mut addrs = Vec::new();
+    let mut authorities = Vec::new();
+    for url in &args.url {
+        let authority = url
+            .strip_prefix("http://")
+            .context("--url must start with http://")?
+            .trim_end_matches('/');
+        let addr = tokio::net::lookup_host(authority)
+            .await
+            .with_context(|| format!("cannot resolve {authority}"))?
+            .next()
+            .with_context(|| format!("{authority} has no address"))?;
+        addrs.push(addr);
+        authorities.push(authority.to_owned());
+    }
     if args.dup_factor < 1.0 {
         bail!("--dup-factor must be at least 1");
     }
@@ -227,7 +233,8 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         &args.source.source,
         &settings,
         path,
-        authority.to_owned(),
+        // Replicas of one service answer to the same name; the first URL's names them all.
+        authorities[0].clone(),
         prefix.clone(),
         args.body_size,
         args.batch,
@@ -245,7 +252,7 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => args.dup_delay + args.timeout,
     });
     let plan = Plan {
-        addr,
+        addrs,
         events: args.events.or(if args.duration.is_some() {
             None
         } else {
@@ -262,7 +269,11 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         drain,
         progress: (!args.progress.is_zero()).then_some(args.progress),
     };
-    eprintln!("run prefix {prefix}: {} → {}", args.source.source, args.url);
+    eprintln!(
+        "run prefix {prefix}: {} → {}",
+        args.source.source,
+        args.url.join(", ")
+    );
     let summary = runner::run(workload, plan, recorder).await;
     summary.print();
     if let Some(path) = args.json {

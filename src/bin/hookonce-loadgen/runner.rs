@@ -57,7 +57,9 @@ impl RetryPolicy {
 }
 
 pub struct Plan {
-    pub addr: SocketAddr,
+    /// One server, or several replicas: copy `k` of event `i` goes to `addrs[(i + k) % n]`, so
+    /// the copies of one event are split between replicas.
+    pub addrs: Vec<SocketAddr>,
     pub events: Option<u64>,
     pub duration: Option<Duration>,
     pub concurrency: usize,
@@ -236,7 +238,7 @@ async fn worker(
     mut stop: watch::Receiver<bool>,
 ) -> (Stats, Instant) {
     let plan = &shared.plan;
-    let mut connection = Connection::new(plan.addr);
+    let mut connections: Vec<Connection> = plan.addrs.iter().map(|a| Connection::new(*a)).collect();
     let mut scratch = Vec::with_capacity(4096);
     let mut stats = Stats::new();
     let mut last = Instant::now();
@@ -262,7 +264,8 @@ async fn worker(
                 sent
             };
             let request = shared.workload.request(&job.event, &mut scratch);
-            let (status, replayed) = match connection.send(request, plan.timeout).await {
+            let server = (job.event.index + u64::from(job.copy)) as usize % connections.len();
+            let (status, replayed) = match connections[server].send(request, plan.timeout).await {
                 Ok(answer) => (answer.status, answer.replayed),
                 Err(_) => (0, false),
             };

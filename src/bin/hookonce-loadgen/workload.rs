@@ -49,6 +49,8 @@ pub struct Workload {
 
 /// One event (or, for Adyen, one batch of events) and its signed request where that is fixed.
 pub struct Event {
+    /// Its number in the run (which server of several gets which copy depends on it).
+    pub index: u64,
     /// The event IDs the daemon derives from this request (several for an Adyen batch).
     pub ids: Vec<String>,
     /// The ID passed to `sign` for schemes that carry it in a header.
@@ -161,7 +163,7 @@ impl Workload {
                 (id, body)
             }
         };
-        self.finish(vec![id.clone()], id, Bytes::from(body))
+        self.finish(index, vec![id.clone()], id, Bytes::from(body))
     }
 
     /// An Adyen batch: `batch` items, each signed over its eight fields with the hex-decoded key.
@@ -193,11 +195,12 @@ impl Workload {
             items.join(",")
         );
         let header_id = ids[0].clone();
-        self.finish(ids, header_id, Bytes::from(body))
+        self.finish(index, ids, header_id, Bytes::from(body))
     }
 
-    fn finish(&self, ids: Vec<String>, header_id: String, body: Bytes) -> Event {
+    fn finish(&self, index: u64, ids: Vec<String>, header_id: String, body: Bytes) -> Event {
         let mut event = Event {
+            index,
             ids,
             header_id,
             body,

@@ -12,6 +12,7 @@ import statistics
 import sys
 
 out = sys.argv[1]
+rates = sys.argv[2:]
 
 
 def runs(scenario, server):
@@ -22,6 +23,11 @@ def runs(scenario, server):
     return found
 
 
+def runs_by_path(path):
+    with open(path) as f:
+        return json.load(f)
+
+
 def median(values):
     return statistics.median(values) if values else float("nan")
 
@@ -30,6 +36,12 @@ def row(scenario, server):
     r = runs(scenario, server)
     if not r:
         return None
+    cpu = []
+    for path in sorted(glob.glob(os.path.join(out, f"{scenario}-{server}-*.cpu"))):
+        with open(path) as f:
+            c = json.load(f)
+        requests = runs_by_path(path.replace(".cpu", ".json"))["requests"]
+        cpu.append(c["ticks"] / c["hz"] * 1e6 / max(requests, 1))
     ok = [sum(n for s, n in x["statuses"].items() if s.startswith("2")) / x["requests"] for x in r]
     return {
         "rps": median([x["requests_per_second"] for x in r]),
@@ -40,19 +52,24 @@ def row(scenario, server):
         "p999": median([x["latency_us"]["p999"] for x in r]) / 1000,
         "max": median([x["latency_us"]["max"] for x in r]) / 1000,
         "ok": min(ok),
+        "cpu": median(cpu),
         "rounds": len(r),
         "all_rps": [round(x["requests_per_second"]) for x in r],
     }
 
 
 scenarios = [
-    ("unique", "GitHub scheme, all events unique", ["hookonce", "baseline", "webhook"]),
+    ("unique", "GitHub scheme, all events unique", ["hookonce", "baseline", "webhook", "hookonce+jemalloc"]),
+] + [
+    (f"rate{r}", f"GitHub scheme, unique, open loop at {r} requests/s", ["hookonce", "baseline", "webhook", "hookonce+jemalloc"])
+    for r in rates
+] + [
     ("dup10", "GitHub scheme, ~10% duplicate deliveries", ["hookonce", "baseline"]),
     ("stripe", "Stripe scheme, all events unique", ["hookonce", "baseline"]),
-    ("adyen5", "Adyen batches of 5 items (events/s = 5 × requests/s)", ["hookonce", "baseline"]),
+    ("adyen5", "Adyen batches of 5 items (events/s = 5 × requests/s)", ["hookonce", "baseline", "hookonce+jemalloc"]),
 ]
-print("| scenario | server | requests/s | events/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | 2xx | rounds (requests/s) |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+print("| scenario | server | requests/s | events/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | server CPU µs/request | 2xx | rounds (requests/s) |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 ratios = []
 for key, title, servers in scenarios:
     rows = {s: row(key, s) for s in servers}
@@ -61,8 +78,10 @@ for key, title, servers in scenarios:
         if r is None:
             continue
         print(f"| {title} | {server} | {r['rps']:.0f} | {r['eps']:.0f} | {r['p50']:.2f} | {r['p90']:.2f} | "
-              f"{r['p99']:.2f} | {r['p999']:.2f} | {r['max']:.2f} | {r['ok']:.1%} | {r['all_rps']} |")
+              f"{r['p99']:.2f} | {r['p999']:.2f} | {r['max']:.2f} | {r['cpu']:.0f} | {r['ok']:.1%} | {r['all_rps']} |")
     hk = rows.get("hookonce")
+    if key.startswith("rate"):
+        continue  # same offered load for everyone: compare the latency columns instead
     for other in servers[1:]:
         if hk and rows.get(other):
             ratios.append((title, other, hk["rps"] / rows[other]["rps"]))
@@ -88,6 +107,8 @@ if bench:
           f"{rps:.0f} calls/s (median of {len(bench)}; {[round(float(r[1])) for r in bench]}), "
           f"p50 {p50:.3f} ms, p99 {p99:.3f} ms")
     for key, title, _ in scenarios:
+        if key.startswith("rate"):
+            continue
         hk = row(key, "hookonce")
         if hk:
             print(f"- {title}: hookonce forwards {hk['eps']:.0f} events/s = {hk['eps'] / rps:.2f}× of Redis's script ceiling")
@@ -103,6 +124,7 @@ if memory:
     print("| memory | value |")
     print("|---|---:|")
     for key in ("hookonce_idle_rss_kib", "hookonce_peak_rss_kib", "hookonce_after_rss_kib",
+                "hookonce_jemalloc_idle_rss_kib", "hookonce_jemalloc_peak_rss_kib",
                 "baseline_idle_rss_kib", "baseline_peak_rss_kib", "webhook_idle_rss_kib", "webhook_peak_rss_kib"):
         if key in memory:
             print(f"| {key.replace('_kib', '').replace('_', ' ')} | {memory[key] / 1024:.1f} MiB |")

@@ -126,9 +126,7 @@ async fn github(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Resp
     let (Some(id), kind) = (header("x-github-delivery"), header("x-github-event")) else {
         return StatusCode::BAD_REQUEST.into_response();
     };
-    let result = app
-        .forward("github", id, kind.unwrap_or(""), &body)
-        .await;
+    let result = app.forward("github", id, kind.unwrap_or(""), &body).await;
     answer(result, "{\"received\":true}")
 }
 
@@ -141,7 +139,10 @@ struct StripeEvent<'a> {
 }
 
 async fn stripe(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
-    let Some(header) = headers.get("stripe-signature").and_then(|v| v.to_str().ok()) else {
+    let Some(header) = headers
+        .get("stripe-signature")
+        .and_then(|v| v.to_str().ok())
+    else {
         return StatusCode::UNAUTHORIZED.into_response();
     };
     let (mut timestamp, mut signatures) = ("", Vec::new());
@@ -152,7 +153,10 @@ async fn stripe(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Resp
             _ => {}
         }
     }
-    let signed = mac(STRIPE_SECRET.as_bytes(), &[timestamp.as_bytes(), b".", &body]);
+    let signed = mac(
+        STRIPE_SECRET.as_bytes(),
+        &[timestamp.as_bytes(), b".", &body],
+    );
     if !signatures
         .iter()
         .any(|s| signed.clone().verify_slice(s).is_ok())
@@ -160,7 +164,10 @@ async fn stripe(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Resp
         return StatusCode::UNAUTHORIZED.into_response();
     }
     let now = (unix_ms() / 1000) as i64;
-    if timestamp.parse::<i64>().map_or(true, |t| (now - t).abs() > 300) {
+    if timestamp
+        .parse::<i64>()
+        .map_or(true, |t| (now - t).abs() > 300)
+    {
         return StatusCode::UNAUTHORIZED.into_response();
     }
     let Ok(event) = serde_json::from_slice::<StripeEvent<'_>>(&body) else {
@@ -258,7 +265,9 @@ async fn adyen(State(app): State<App>, body: Bytes) -> Response {
         .map(|(id, code, one)| app.forward("adyen", id, code, one));
     // Started together, the batch's scripts are pipelined on the one connection.
     let results = futures_util::future::join_all(forwards).await;
-    let result = results.into_iter().try_fold(true, |all, r| r.map(|d| all && d));
+    let result = results
+        .into_iter()
+        .try_fold(true, |all, r| r.map(|d| all && d));
     answer(result, "[accepted]")
 }
 
@@ -280,7 +289,9 @@ async fn route(
 async fn main() {
     let mut args = std::env::args().skip(1);
     let listen = args.next().unwrap_or_else(|| "127.0.0.1:18081".to_owned());
-    let redis_url = args.next().unwrap_or_else(|| "redis://127.0.0.1:16379".to_owned());
+    let redis_url = args
+        .next()
+        .unwrap_or_else(|| "redis://127.0.0.1:16379".to_owned());
     let client = redis::Client::open(redis_url).expect("Redis URL");
     let mut redis = client
         .get_multiplexed_async_connection()

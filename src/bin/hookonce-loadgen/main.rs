@@ -37,7 +37,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Send signed deliveries and report throughput, latency and statuses.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Check a run's record against the queue: exit 1 if anything was lost or duplicated.
     Audit(AuditArgs),
 }
@@ -169,7 +169,7 @@ fn main() -> ExitCode {
         .build()
         .expect("tokio runtime");
     let result = match cli.command {
-        Command::Run(args) => runtime.block_on(run(args)),
+        Command::Run(args) => runtime.block_on(run(*args)),
         Command::Audit(args) => runtime.block_on(audit(args)),
     };
     match result {

@@ -12,8 +12,12 @@ use serde::Serialize;
 
 /// One worker's measurements.
 pub struct Stats {
-    /// Latency in microseconds, 1 µs to 10 minutes at 3 significant digits.
+    /// Latency in microseconds, 1 µs to 10 minutes at 3 significant digits: from when the
+    /// request was due in rate mode (coordinated omission corrected), else from its send.
     pub latency: Histogram<u64>,
+    /// From the request's first byte written to its answer: the server's service time, without
+    /// the generator's own timer slack or queueing for a free connection.
+    pub service: Histogram<u64>,
     pub statuses: BTreeMap<u16, u64>,
     pub replayed: u64,
 }
@@ -22,20 +26,23 @@ impl Stats {
     pub fn new() -> Self {
         Self {
             latency: Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds"),
+            service: Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds"),
             statuses: BTreeMap::new(),
             replayed: 0,
         }
     }
 
-    pub fn record(&mut self, latency: Duration, status: u16, replayed: bool) {
-        let micros = (latency.as_micros() as u64).clamp(1, 600_000_000);
-        self.latency.saturating_record(micros);
+    pub fn record(&mut self, latency: Duration, service: Duration, status: u16, replayed: bool) {
+        let micros = |d: Duration| (d.as_micros() as u64).clamp(1, 600_000_000);
+        self.latency.saturating_record(micros(latency));
+        self.service.saturating_record(micros(service));
         *self.statuses.entry(status).or_default() += 1;
         self.replayed += u64::from(replayed);
     }
 
     pub fn merge(&mut self, other: &Stats) {
         self.latency.add(&other.latency).expect("same bounds");
+        self.service.add(&other.service).expect("same bounds");
         for (status, count) in &other.statuses {
             *self.statuses.entry(*status).or_default() += count;
         }
@@ -74,6 +81,8 @@ pub struct Summary {
     pub requests_per_second: f64,
     pub events_per_second: f64,
     pub latency_us: Latency,
+    /// Service time (from send to answer); equal to `latency_us` in closed loop.
+    pub service_us: Latency,
     /// Status code → answers; `0` counts requests that got no answer (refused, reset, timed out).
     pub statuses: BTreeMap<u16, u64>,
     pub replayed: u64,
@@ -137,6 +146,15 @@ impl Summary {
                 _ => format!("{status}: {count}"),
             })
             .collect();
+        let s = &self.service_us;
+        println!(
+            "service time: p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            ms(s.p50),
+            ms(s.p90),
+            ms(s.p99),
+            ms(s.p999),
+            ms(s.max)
+        );
         println!("statuses: {}", statuses.join(", "));
         println!(
             "replayed (duplicates recognised): {}, retries: {}, abandoned: {}",

@@ -168,6 +168,7 @@ pub async fn run(workload: Workload, plan: Plan, recorder: Recorder) -> Summary 
         requests_per_second: requests as f64 / seconds,
         events_per_second: (ok * per_request as u64) as f64 / seconds,
         latency_us: Latency::of(&total.latency),
+        service_us: Latency::of(&total.service),
         statuses: total.statuses.clone(),
         replayed: total.replayed,
         retries: shared.live.retries.load(Ordering::Relaxed),
@@ -270,7 +271,7 @@ async fn worker(
                 Err(_) => (0, false),
             };
             last = Instant::now();
-            stats.record(last - since, status, replayed);
+            stats.record(last - since, last - sent, status, replayed);
             shared.live.count(status);
             shared
                 .recorder

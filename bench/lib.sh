@@ -3,8 +3,11 @@
 # nothing is ever killed by name.
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-HOOKONCE="$ROOT/target/release/hookonce"
-LOADGEN="$ROOT/target/release/hookonce-loadgen"
+# HOOKONCE_PROFILE=debug lets the fault scenarios reuse the test suite's debug build (their
+# checks do not depend on speed); benchmarks are always measured on release builds.
+PROFILE=${HOOKONCE_PROFILE:-release}
+HOOKONCE="$ROOT/target/$PROFILE/hookonce"
+LOADGEN="$ROOT/target/$PROFILE/hookonce-loadgen"
 BASELINE="$ROOT/target/baseline/release/hookonce-baseline"
 export PATH="$PATH:/usr/sbin"
 
@@ -34,9 +37,11 @@ need_package() { # need_package COMMAND PACKAGE: install from Debian's packages 
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null
 }
 
-build_release() { # hookonce and the load generator, one cargo build at a time
-    log "cargo build --release (hookonce, hookonce-loadgen)"
-    (cd "$ROOT" && cargo build --release --locked --bin hookonce --bin hookonce-loadgen) >&2
+build_release() { # hookonce and the load generator (in $PROFILE), one cargo build at a time
+    local flags=(--locked --bin hookonce --bin hookonce-loadgen)
+    [[ $PROFILE == release ]] && flags+=(--release)
+    log "cargo build ${flags[*]}"
+    (cd "$ROOT" && cargo build "${flags[@]}") >&2
 }
 
 free_port() {

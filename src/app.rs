@@ -146,9 +146,31 @@ impl App {
         })
     }
 
+    /// Starts the periodic tasks; each ends once the app is dropped.
+    pub fn spawn_background_tasks(self: &Arc<Self>) {
+        self.spawn_metrics_upkeep();
+        self.spawn_stream_sampler();
+    }
+
+    /// Drains recorded histogram samples into their buckets every 5 s. Without it, samples pile
+    /// up in memory until `/metrics` is scraped: an unscraped daemon would grow without bound.
+    fn spawn_metrics_upkeep(self: &Arc<Self>) {
+        let app = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(std::time::Duration::from_secs(5));
+            loop {
+                ticker.tick().await;
+                match app.upgrade() {
+                    Some(app) => app.metrics.run_upkeep(),
+                    None => return,
+                }
+            }
+        });
+    }
+
     /// Samples `hookonce_stream_length` for every source's stream until the app is dropped.
     /// Sampled rather than measured per request: `XLEN` is cheap, but not free at 10k req/s.
-    pub fn spawn_stream_sampler(self: &Arc<Self>) {
+    fn spawn_stream_sampler(self: &Arc<Self>) {
         let (Some(store), SinkKind::RedisStream) = (self.redis.clone(), self.settings.sink.kind)
         else {
             return;

@@ -14,6 +14,11 @@ use hookonce::forward::Target;
 use hookonce::providers::{self, SignOptions};
 use hookonce::server::{self, Listeners};
 
+/// jemalloc instead of glibc's malloc: request bodies are larger than glibc's per-thread cache,
+/// and under load its locked arena path took a quarter of the daemon's CPU (BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// The embedded default configuration, used when no file is given.
 const DEFAULT_CONFIG: &str = include_str!("../config/default.toml");
 
@@ -90,7 +95,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let settings = load_settings(cli.config.as_deref())?;
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
-            init_logging(cli.log_format, &settings);
+            // Held until serve returns, so that the last log lines are written before exit.
+            let _log_writer = init_logging(cli.log_format, &settings);
             serve(settings)
         }
         Command::CheckConfig => {
@@ -145,7 +151,7 @@ fn serve(settings: Settings) -> anyhow::Result<ExitCode> {
             .await
             .context("cannot bind the listeners")?;
         let app = Arc::new(App::build(settings).await?);
-        app.spawn_stream_sampler();
+        app.spawn_background_tasks();
         tracing::info!(
             message = "Listening.",
             webhooks = %listeners.http_addr()?,
@@ -285,30 +291,40 @@ fn inspect(
     })
 }
 
-fn init_logging(format: LogFormat, settings: &Settings) {
+/// Sets up the log subscriber. Lines are formatted on the request's task but written by one
+/// background thread in batches (one `write` per batch instead of one per request); it never
+/// drops a line: when its queue is full, logging waits.
+fn init_logging(
+    format: LogFormat,
+    settings: &Settings,
+) -> tracing_appender::non_blocking::WorkerGuard {
+    use std::io::Write;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     // The stdout sink owns stdout: logs go to stderr then, so that events stay one JSON per line.
     let to_stderr = settings.sink.kind == SinkKind::Stdout;
-    let terminal = if to_stderr {
-        std::io::stderr().is_terminal()
+    let (terminal, out): (bool, Box<dyn Write + Send>) = if to_stderr {
+        (std::io::stderr().is_terminal(), Box::new(std::io::stderr()))
     } else {
-        std::io::stdout().is_terminal()
+        (std::io::stdout().is_terminal(), Box::new(std::io::stdout()))
     };
     let json = match format {
         LogFormat::Json => true,
         LogFormat::Pretty => false,
         LogFormat::Auto => !terminal,
     };
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match (json, to_stderr) {
-        (true, true) => builder
-            .json()
-            .flatten_event(true)
-            .with_writer(std::io::stderr)
-            .init(),
-        (true, false) => builder.json().flatten_event(true).init(),
-        (false, true) => builder.with_writer(std::io::stderr).init(),
-        (false, false) => builder.init(),
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("hookonce-log")
+        .finish(std::io::BufWriter::with_capacity(64 * 1024, out));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .with_ansi(terminal && !json);
+    if json {
+        builder.json().flatten_event(true).init();
+    } else {
+        builder.init();
     }
+    guard
 }

@@ -127,6 +127,11 @@ impl Metrics {
         }
     }
 
+    /// Folds recorded histogram samples into their buckets (otherwise done only by `render`).
+    pub fn run_upkeep(&self) {
+        self.handle.run_upkeep();
+    }
+
     /// The Prometheus text format of every metric.
     pub fn render(&self) -> String {
         self.handle.render()

@@ -11,7 +11,7 @@ use hookonce::config;
 #[tokio::test]
 async fn stream_entries_and_records_follow_the_documented_layout() {
     let t = TestApp::start(Backend::Redis).await;
-    let body = stripe_body("evt_layout_1", 800);
+    let body = stripe_body("evt_1NG8Du2eZvKYlo2CUI79vXWy", 800);
     let before = common::now_unix() as u64 * 1000;
     assert_eq!(t.deliver("stripe", &body, &now()).await.status(), 200);
     let redis = t.redis.as_ref().unwrap();
@@ -40,7 +40,10 @@ async fn stream_entries_and_records_follow_the_documented_layout() {
     );
     assert_eq!(entry.get::<String>("source").unwrap(), "stripe");
     assert_eq!(entry.get::<String>("provider").unwrap(), "stripe");
-    assert_eq!(entry.get::<String>("event_id").unwrap(), "evt_layout_1");
+    assert_eq!(
+        entry.get::<String>("event_id").unwrap(),
+        "evt_1NG8Du2eZvKYlo2CUI79vXWy"
+    );
     assert_eq!(
         entry.get::<String>("event_type").unwrap(),
         "payment_intent.succeeded"
@@ -50,14 +53,14 @@ async fn stream_entries_and_records_follow_the_documented_layout() {
     assert!(received_at >= before && received_at < before + 60_000);
 
     let record: String = redis::cmd("GET")
-        .arg("hookonce:{stripe}:d:evt_layout_1")
+        .arg("hookonce:{stripe}:d:evt_1NG8Du2eZvKYlo2CUI79vXWy")
         .query(&mut conn)
         .unwrap();
     let (entry_id, fingerprint) = record.split_once(' ').unwrap();
     assert_eq!(entry_id, entry.id);
-    assert_eq!(fingerprint.len(), 22);
+    assert_eq!(fingerprint.len(), 10);
     let ttl: i64 = redis::cmd("PTTL")
-        .arg("hookonce:{stripe}:d:evt_layout_1")
+        .arg("hookonce:{stripe}:d:evt_1NG8Du2eZvKYlo2CUI79vXWy")
         .query(&mut conn)
         .unwrap();
     let four_days = 4 * 24 * 3600 * 1000;
@@ -66,7 +69,7 @@ async fn stream_entries_and_records_follow_the_documented_layout() {
     assert_eq!(redis.dbsize(), 2);
     let usage: i64 = redis::cmd("MEMORY")
         .arg("USAGE")
-        .arg("hookonce:{stripe}:d:evt_layout_1")
+        .arg("hookonce:{stripe}:d:evt_1NG8Du2eZvKYlo2CUI79vXWy")
         .query(&mut conn)
         .unwrap();
     assert!(usage <= 150, "dedup record takes {usage} bytes");

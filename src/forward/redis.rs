@@ -36,6 +36,34 @@ redis.call('SET', KEYS[1], id .. ' ' .. ARGV[1], 'PX', ARGV[2])
 return {id}
 "#;
 
+/// Starts an `EVALSHA` of `script` with `keys` keys; keys and arguments follow.
+///
+/// Built as one command rather than through `Script::key(..).arg(..)`, which copies every
+/// argument (the body among them) into a vector of its own before building the command.
+pub(crate) fn evalsha(script: &Script, keys: usize) -> redis::Cmd {
+    let mut command = redis::cmd("EVALSHA");
+    command.arg(script.get_hash()).arg(keys);
+    command
+}
+
+/// Runs an `EVALSHA` built by [`evalsha`]; when Redis has lost the script (`NOSCRIPT`, e.g. after
+/// a restart or `SCRIPT FLUSH`), loads it and runs the command once more.
+pub(crate) async fn run_script<T: redis::FromRedisValue>(
+    connection: &mut ConnectionManager,
+    script: &Script,
+    command: &redis::Cmd,
+) -> redis::RedisResult<T> {
+    match command.query_async(connection).await {
+        Err(error)
+            if error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+        {
+            script.prepare_invoke().load_async(connection).await?;
+            command.query_async(connection).await
+        }
+        result => result,
+    }
+}
+
 /// A Redis connection that recovers by itself, with the store timeout applied to every call.
 #[derive(Clone)]
 pub struct RedisStore {
@@ -242,10 +270,10 @@ impl RedisForwarder {
         let ttl_ms = target.dedup_ttl.as_millis() as u64;
         let mut connection = self.store.connection();
         let started = Instant::now();
-        let reply: Value = self
-            .script
-            .key(target.record_key(event.event_id()))
-            .key(&target.stream)
+        let mut command = evalsha(&self.script, 2);
+        command
+            .arg(target.record_key(event.event_id()))
+            .arg(&target.stream)
             .arg(&fingerprint)
             .arg(ttl_ms)
             .arg(self.max_len)
@@ -254,8 +282,8 @@ impl RedisForwarder {
             .arg(event.event_id())
             .arg(event.event_type())
             .arg(delivery.received_at_ms)
-            .arg(event.body().as_ref())
-            .invoke_async(&mut connection)
+            .arg(event.body().as_ref());
+        let reply: Value = run_script(&mut connection, &self.script, &command)
             .await
             .map_err(ForwardError::Redis)?;
         self.store_latency.record(started.elapsed().as_secs_f64());

@@ -9,7 +9,7 @@ use metrics::Histogram;
 use redis::{Script, Value};
 
 use super::ledger::{judge_existing, new_token, Claim, Ledger};
-use super::redis::RedisStore;
+use super::redis::{evalsha, run_script, RedisStore};
 use super::{with_timeout, BoxFuture, ForwardError};
 
 /// KEYS[1] = record. ARGV = token, fingerprint, lease ms, hold ms.
@@ -96,14 +96,14 @@ impl RedisLedger {
         let token = new_token();
         let mut connection = self.store.connection();
         let started = Instant::now();
-        let reply: Vec<Value> = self
-            .claim
-            .key(key)
+        let mut command = evalsha(&self.claim, 1);
+        command
+            .arg(key)
             .arg(&token)
             .arg(fingerprint)
             .arg(lease.as_millis() as u64)
-            .arg(hold.as_millis() as u64)
-            .invoke_async(&mut connection)
+            .arg(hold.as_millis() as u64);
+        let reply: Vec<Value> = run_script(&mut connection, &self.claim, &command)
             .await
             .map_err(ForwardError::Redis)?;
         self.claim_latency.record(started.elapsed().as_secs_f64());
@@ -150,13 +150,13 @@ impl Ledger for RedisLedger {
         let call = async move {
             let mut connection = self.store.connection();
             let started = Instant::now();
-            let written: i64 = self
-                .complete
-                .key(key)
+            let mut command = evalsha(&self.complete, 1);
+            command
+                .arg(key)
                 .arg(token)
                 .arg(done)
-                .arg(ttl.as_millis() as u64)
-                .invoke_async(&mut connection)
+                .arg(ttl.as_millis() as u64);
+            let written: i64 = run_script(&mut connection, &self.complete, &command)
                 .await
                 .map_err(ForwardError::Redis)?;
             self.complete_latency
@@ -174,11 +174,9 @@ impl Ledger for RedisLedger {
         let call = async move {
             let mut connection = self.store.connection();
             let started = Instant::now();
-            let _: i64 = self
-                .release
-                .key(key)
-                .arg(token)
-                .invoke_async(&mut connection)
+            let mut command = evalsha(&self.release, 1);
+            command.arg(key).arg(token);
+            let _: i64 = run_script(&mut connection, &self.release, &command)
                 .await
                 .map_err(ForwardError::Redis)?;
             self.release_latency.record(started.elapsed().as_secs_f64());

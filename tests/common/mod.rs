@@ -150,7 +150,7 @@ impl TestApp {
         let addr = listeners.http_addr().unwrap();
         let metrics_addr = listeners.metrics_addr().unwrap();
         let app = Arc::new(App::build(settings).await.expect("app starts"));
-        app.spawn_stream_sampler();
+        app.spawn_background_tasks();
         let (shutdown, signal) = oneshot::channel::<()>();
         let task = tokio::spawn(server::run(Arc::clone(&app), listeners, async {
             let _ = signal.await;

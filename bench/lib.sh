@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced: the variables are used by its callers
 # Shared helpers of bench/run and scripts/faults/*: tools, free ports, processes we started.
 # Sourced, not run. Every process started here is recorded by PID and killed by PID on exit;
 # nothing is ever killed by name.

@@ -1,6 +1,8 @@
+# shellcheck shell=bash disable=SC2034  # sourced: the variables are used by its callers
 # Shared by scripts/faults/*: a Redis, hookonce and the load generator on free loopback ports,
 # and the audit that decides pass or fail. Sourced, not run. Builds nothing: run
 # `cargo build --release --bin hookonce --bin hookonce-loadgen` first (scripts/faults/all does).
+# shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../bench/lib.sh"
 FAULT_CONFIG="$ROOT/scripts/faults/hookonce.toml"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/hookonce-fault.XXXXXX")

@@ -232,29 +232,11 @@ impl TestApp {
     /// Forwarded entries as (event_id, body), in order.
     pub fn entries(&self, source: &str) -> Vec<(String, Vec<u8>)> {
         match (&self.redis, &self.sink_file) {
-            (Some(redis), _) => {
-                let stream = &self
-                    .app
-                    .ingest
-                    .target(source)
-                    .expect("configured source")
-                    .stream;
-                let reply: ::redis::streams::StreamRangeReply = ::redis::cmd("XRANGE")
-                    .arg(stream)
-                    .arg("-")
-                    .arg("+")
-                    .query(&mut redis.connection())
-                    .unwrap();
-                reply
-                    .ids
-                    .into_iter()
-                    .map(|entry| {
-                        let id: String = entry.get("event_id").unwrap();
-                        let body: Vec<u8> = entry.get("body").unwrap();
-                        (id, body)
-                    })
-                    .collect()
-            }
+            (Some(_), _) => self
+                .stream_entries(source)
+                .into_iter()
+                .map(|entry| (entry.event_id, entry.body))
+                .collect(),
             (None, Some(path)) => {
                 let text = std::fs::read_to_string(path).unwrap_or_default();
                 text.lines()

@@ -152,20 +152,30 @@ impl App {
         self.spawn_stream_sampler();
     }
 
-    /// Drains recorded histogram samples into their buckets every 5 s. Without it, samples pile
-    /// up in memory until `/metrics` is scraped: an unscraped daemon would grow without bound.
+    /// Every 5 s: drains recorded histogram samples into their buckets (without it, samples pile
+    /// up in memory until `/metrics` is scraped, and an unscraped daemon grows without bound), and
+    /// refreshes `hookonce_ready`, which stays visible to Prometheus when the pod is taken out of
+    /// service and the provider's 503s never reach hookonce.
     fn spawn_metrics_upkeep(self: &Arc<Self>) {
         let app = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(std::time::Duration::from_secs(5));
             loop {
                 ticker.tick().await;
-                match app.upgrade() {
-                    Some(app) => app.metrics.run_upkeep(),
-                    None => return,
-                }
+                let Some(app) = app.upgrade() else {
+                    return;
+                };
+                app.metrics.run_upkeep();
+                app.check_ready().await;
             }
         });
+    }
+
+    /// Asks the store and sink whether they can serve, and records the answer in `hookonce_ready`.
+    pub async fn check_ready(&self) -> bool {
+        let ready = self.ingest.forwarder().ready().await;
+        self.metrics.ready.set(if ready { 1.0 } else { 0.0 });
+        ready
     }
 
     /// Samples `hookonce_stream_length` for every source's stream until the app is dropped.

@@ -25,6 +25,7 @@ pub const BUILD_INFO: &str = "hookonce_build_info";
 pub const REQUESTS_IN_FLIGHT: &str = "hookonce_requests_in_flight";
 pub const LEASE_RECLAIMS_TOTAL: &str = "hookonce_lease_reclaims_total";
 pub const STREAM_LENGTH: &str = "hookonce_stream_length";
+pub const READY: &str = "hookonce_ready";
 
 /// Label value for requests whose source is not configured.
 pub const UNKNOWN_SOURCE: &str = "_unknown";
@@ -43,6 +44,8 @@ pub struct Metrics {
     handle: PrometheusHandle,
     /// Webhook requests admitted and not yet answered.
     pub in_flight: Gauge,
+    /// 1 while the store (and sink) answered the last readiness check, else 0.
+    pub ready: Gauge,
 }
 
 impl Metrics {
@@ -54,10 +57,12 @@ impl Metrics {
         let handle = recorder.handle();
         let in_flight =
             recorder.register_gauge(&Key::from_static_name(REQUESTS_IN_FLIGHT), &metadata());
+        let ready = recorder.register_gauge(&Key::from_static_name(READY), &metadata());
         let metrics = Self {
             recorder,
             handle,
             in_flight,
+            ready,
         };
         metrics.describe();
         metrics
@@ -70,7 +75,7 @@ impl Metrics {
     }
 
     fn describe(&self) {
-        let help: [(&'static str, Unit, &'static str); 10] = [
+        let help: [(&'static str, Unit, &'static str); 11] = [
             (EVENTS_TOTAL, Unit::Count, "Events by source and outcome."),
             (
                 DUPLICATE_HITS_TOTAL,
@@ -113,13 +118,20 @@ impl Metrics {
                 Unit::Count,
                 "Entries in a source's Redis Stream (sampled).",
             ),
+            (
+                READY,
+                Unit::Count,
+                "1 while the store and sink answer readiness checks, else 0.",
+            ),
         ];
         for (name, unit, text) in help {
             let name = KeyName::from_const_str(name);
             let text = SharedString::const_str(text);
             match unit {
                 Unit::Seconds => self.recorder.describe_histogram(name, Some(unit), text),
-                _ if [BUILD_INFO, REQUESTS_IN_FLIGHT, STREAM_LENGTH].contains(&name.as_str()) => {
+                _ if [BUILD_INFO, REQUESTS_IN_FLIGHT, STREAM_LENGTH, READY]
+                    .contains(&name.as_str()) =>
+                {
                     self.recorder.describe_gauge(name, None, text)
                 }
                 _ => self.recorder.describe_counter(name, None, text),

@@ -67,7 +67,7 @@ fn scopeguard(f: impl FnOnce()) -> impl Drop {
 }
 
 async fn ready(State(app): State<Arc<App>>) -> Response {
-    if app.ingest.forwarder().ready().await {
+    if app.check_ready().await {
         (StatusCode::OK, "ready").into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response()

@@ -101,6 +101,7 @@ async fn redis_down_answers_503_then_recovers_without_restart() {
             .status(),
         503
     );
+    assert_eq!(t.metric("hookonce_ready").await, 0.0);
     assert_eq!(
         t.metric(r#"hookonce_events_total{source="github",outcome="unavailable"}"#)
             .await,
@@ -132,6 +133,7 @@ async fn redis_down_answers_503_then_recovers_without_restart() {
             .status(),
         200
     );
+    assert_eq!(t.metric("hookonce_ready").await, 1.0);
     assert_eq!(t.entries("github").len(), 1);
 }
 

@@ -50,9 +50,10 @@ async fn killed_between_publish_and_completion_the_republish_is_absorbed_by_jets
         request.send()
     };
 
-    // 1. The claim passes the proxy; the completion that follows the publish never reaches Redis.
+    // 1. The claim (a script call) passes the proxy; the completion that follows the publish
+    //    never reaches Redis.
     let mut daemon = Daemon::spawn(&through_proxy, dir.path(), &[]).await;
-    proxy.freeze_after_next_command();
+    proxy.freeze_after_next_script();
     let stuck = tokio::spawn(post(daemon.url("/webhooks/gh")));
     eventually(10, "JetStream to store the message", || async {
         nats.messages("HOOKONCE").await.len() == 1

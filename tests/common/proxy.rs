@@ -1,5 +1,5 @@
-//! A TCP proxy that can be told to stop passing client bytes after the next request, to freeze a
-//! daemon's conversation with Redis at a chosen point (for crash-window tests).
+//! A TCP proxy that can be told to stop passing client bytes after the next script call, to
+//! freeze a daemon's conversation with Redis at a chosen point (for crash-window tests).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -9,7 +9,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const OPEN: u8 = 0;
-/// Pass one more client write (one command), then freeze.
+/// Pass client writes until one carries an `EVALSHA` (a script call), then freeze. Other
+/// commands (the daemon's periodic readiness `PING`) pass until then.
 const ONE_MORE: u8 = 1;
 const FROZEN: u8 = 2;
 
@@ -38,8 +39,8 @@ impl Proxy {
         Self { addr, state }
     }
 
-    /// After the next client write is passed on, pass nothing more from clients.
-    pub fn freeze_after_next_command(&self) {
+    /// After the next script call is passed on, pass nothing more from clients.
+    pub fn freeze_after_next_script(&self) {
         self.state.store(ONE_MORE, Ordering::SeqCst);
     }
 }
@@ -56,7 +57,9 @@ async fn pipe(client: TcpStream, server: TcpStream, state: Arc<AtomicU8>) {
             };
             match state.load(Ordering::SeqCst) {
                 FROZEN => std::future::pending::<()>().await,
-                ONE_MORE => state.store(FROZEN, Ordering::SeqCst),
+                ONE_MORE if contains(&buffer[..n], b"EVALSHA") => {
+                    state.store(FROZEN, Ordering::SeqCst)
+                }
                 _ => {}
             }
             if server_write.write_all(&buffer[..n]).await.is_err() {
@@ -71,4 +74,8 @@ async fn pipe(client: TcpStream, server: TcpStream, state: Arc<AtomicU8>) {
         () = upstream => {},
         () = downstream => {},
     }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }

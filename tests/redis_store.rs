@@ -92,15 +92,7 @@ async fn redis_down_answers_503_then_recovers_without_restart() {
     assert_eq!(response.status(), 503);
     assert_eq!(response.headers()["retry-after"], "1");
     assert_eq!(response.text().await.unwrap(), r#"{"error":"unavailable"}"#);
-    assert_eq!(
-        t.client
-            .get(t.url("/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        503
-    );
+    assert_eq!(t.readiness().await, 503);
     assert_eq!(t.metric("hookonce_ready").await, 0.0);
     assert_eq!(
         t.metric(r#"hookonce_events_total{source="github",outcome="unavailable"}"#)
@@ -124,15 +116,7 @@ async fn redis_down_answers_503_then_recovers_without_restart() {
         assert!(Instant::now() < deadline, "daemon did not recover");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(
-        t.client
-            .get(t.url("/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(t.readiness().await, 200);
     assert_eq!(t.metric("hookonce_ready").await, 1.0);
     assert_eq!(t.entries("github").len(), 1);
 }

@@ -234,26 +234,12 @@ async fn nats_down_answers_503_then_recovers(backend: Backend) {
     let down = t.deliver("github", b"{}", &with_id("down-1")).await;
     assert_eq!(down.status(), 503);
     eventually(5, "readiness to drop", || async {
-        t.client
-            .get(t.url("/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .status()
-            == 503
+        t.readiness().await == 503
     })
     .await;
     nats.restart();
     deliver_until_accepted(&t, "github", b"{}", "down-1").await;
-    assert_eq!(
-        t.client
-            .get(t.url("/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(t.readiness().await, 200);
     let messages = nats.messages("HOOKONCE").await;
     let ids: Vec<&str> = messages.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(

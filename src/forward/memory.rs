@@ -9,7 +9,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::ledger::{
     judge_existing, new_token, parse_processing, processing_record, Claim, Ledger,
 };
-use super::{BoxFuture, ForwardError};
+use super::{unix_ms, BoxFuture, ForwardError};
 
 struct Record {
     value: String,
@@ -184,12 +184,6 @@ impl Ledger for MemoryLedger {
     fn ready(&self) -> BoxFuture<'_, bool> {
         Box::pin(async { true })
     }
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]

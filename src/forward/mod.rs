@@ -173,6 +173,13 @@ pub fn judge_record(record: &str, fingerprint: &str) -> Result<Forwarded, Forwar
     })
 }
 
+/// The wall clock as unix milliseconds (0 if the clock is before 1970).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// Runs a store call under the store timeout.
 pub async fn with_timeout<T>(
     timeout: Duration,

@@ -63,9 +63,7 @@ struct EntryClock {
 
 impl EntryClock {
     fn next(&mut self) -> String {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let now_ms = crate::forward::unix_ms();
         if now_ms > self.last_ms {
             self.last_ms = now_ms;
             self.sequence = 0;

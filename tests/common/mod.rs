@@ -301,6 +301,17 @@ impl TestApp {
         }
     }
 
+    /// The status `/readyz` answers now.
+    pub async fn readiness(&self) -> u16 {
+        self.client
+            .get(self.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
     pub async fn metrics(&self) -> String {
         self.client
             .get(format!("http://{}/metrics", self.metrics_addr))

@@ -19,7 +19,7 @@ pub use source::SourceSettings;
 pub use values::{ByteSize, HumanDuration, Secret};
 
 /// The complete configuration of one daemon.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
     #[serde(default)]

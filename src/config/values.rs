@@ -133,6 +133,18 @@ impl Secret {
         }
     }
 
+    /// A literal secret, for settings built in code (tests, tools); never empty.
+    pub fn literal(value: impl Into<String>) -> Result<Self, String> {
+        let value = value.into();
+        if value.is_empty() {
+            return Err("secret is empty".to_owned());
+        }
+        Ok(Self {
+            value,
+            origin: SecretOrigin::Literal,
+        })
+    }
+
     fn reference(value: String, spec: &str) -> Result<Self, String> {
         if value.is_empty() {
             return Err(format!("{spec} resolves to an empty secret"));

@@ -1,24 +1,19 @@
-//! Wiring: turns validated settings into a ready application (store, forwarder, sources, metrics).
+//! Wiring: turns validated settings into a ready application, as a short list of parts.
+//!
+//! Each part chooses its own implementation from the settings in its own module
+//! (`store::connect`, `ledger::build`, `forward::build`, `Ingest::build`); this file only orders
+//! them and owns what lives as long as the application: metrics, admission and background tasks.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 
-use crate::config::{Settings, SinkKind, StoreBackend};
-use crate::forward::ledger::Ledger;
-use crate::forward::memory::MemoryLedger;
-use crate::forward::redis::{RedisForwarder, RedisStartError, RedisStore, WaitReplicas};
-use crate::forward::redis_ledger::RedisLedger;
-use crate::forward::two_phase::TwoPhaseForwarder;
-use crate::forward::{Forwarder, Target};
-use crate::ingest::{Ingest, Source};
+use crate::config::{ConfigError, Settings, SinkKind};
+use crate::forward;
+use crate::ledger::{self, Ledger};
 use crate::metrics::Metrics;
-use crate::providers;
-use crate::sinks::http::HttpSink;
-use crate::sinks::line::LineSink;
-use crate::sinks::nats::{NatsSink, NatsStartError};
-use crate::sinks::Sink;
+use crate::store::{self, RedisStartError, RedisStore};
+use crate::webhooks::{self, Ingest};
 
 /// A running daemon's shared state.
 pub struct App {
@@ -27,8 +22,8 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// Admission control: one permit per request in flight (`server.max_in_flight`).
     pub in_flight: Arc<Semaphore>,
-    /// The in-process ledger, when that is the store (tests and diagnostics read its size).
-    pub memory: Option<Arc<MemoryLedger>>,
+    /// The claim/complete/release ledger of this application's store.
+    pub ledger: Arc<dyn Ledger>,
     /// The Redis connection, when that is the store (the stream-length sampler uses it).
     pub redis: Option<RedisStore>,
 }
@@ -37,113 +32,42 @@ pub struct App {
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] ConfigError),
     #[error(transparent)]
     Redis(#[from] RedisStartError),
-    #[error("cannot load the scripts into Redis")]
-    Script(#[source] redis::RedisError),
-    #[error("cannot open sink file {path}")]
-    SinkFile {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
     #[error(transparent)]
-    Nats(#[from] NatsStartError),
+    Forward(#[from] forward::BuildError),
+}
+
+/// Checks what the configuration loader cannot: the keys of each part, built as it would be.
+/// `App::build` runs the same checks; `check-config` runs them without connecting to anything.
+pub fn validate(settings: &Settings) -> Result<(), ConfigError> {
+    webhooks::validate(settings)
 }
 
 impl App {
     pub async fn build(settings: Settings) -> Result<Self, StartError> {
+        validate(&settings)?;
         let metrics = Metrics::new();
-        let redis = match settings.store.backend {
-            StoreBackend::Redis => {
-                let store = RedisStore::connect(&settings.store).await?;
-                store
-                    .check_eviction_policy(settings.store.allow_eviction)
-                    .await?;
-                Some(store)
-            }
-            StoreBackend::Memory => None,
-        };
-        let mut memory = None;
-        let forwarder: Arc<dyn Forwarder> = if settings.sink.kind == SinkKind::RedisStream {
-            let store = redis
-                .clone()
-                .expect("validated: redis_stream needs the Redis store");
-            let wait = (settings.store.wait_replicas > 0).then(|| WaitReplicas {
-                replicas: i64::from(settings.store.wait_replicas),
-                timeout: settings.store.wait_timeout.0,
-            });
-            let forwarder = RedisForwarder::new(
-                store,
-                settings.sink.max_len,
-                metrics.store_op("forward"),
-                wait,
-            )
-            .await
-            .map_err(StartError::Script)?;
-            Arc::new(forwarder)
-        } else {
-            let ledger: Arc<dyn Ledger> = match &redis {
-                Some(store) => Arc::new(
-                    RedisLedger::new(store.clone(), |op| metrics.store_op(op))
-                        .await
-                        .map_err(StartError::Script)?,
-                ),
-                None => {
-                    let ledger = Arc::new(MemoryLedger::new(settings.store.memory_max_records));
-                    memory = Some(Arc::clone(&ledger));
-                    ledger
-                }
-            };
-            let sink = build_sink(&settings).await?;
-            let local = matches!(settings.sink.kind, SinkKind::Stdout | SinkKind::File);
-            // Waiting for an in-flight delivery only makes sense within one process.
-            let wait_in_flight = local && memory.is_some();
-            Arc::new(TwoPhaseForwarder::new(
-                ledger,
-                sink,
-                settings.sink.lease(),
-                wait_in_flight,
-            ))
-        };
-        let mut sources = HashMap::new();
-        for (name, source_settings) in &settings.sources {
-            let provider = providers::build(name, source_settings)?;
-            let dedup_ttl = source_settings
-                .dedup_ttl
-                .map(|d| d.0)
-                .unwrap_or_else(|| providers::default_dedup_ttl(provider.name()));
-            let target = Target::new(
-                &settings.store.key_prefix,
-                name,
-                provider.name(),
-                source_settings.stream.as_deref(),
-                dedup_ttl,
-            );
-            let source = Source {
-                provider,
-                target,
-                metrics: metrics.source(name),
-            };
-            sources.insert(name.clone(), source);
-        }
-        let ingest = Ingest::new(
-            sources,
-            forwarder,
-            Arc::clone(&metrics),
-            settings.server.body_limit.0 as usize,
-            settings.server.request_timeout.0,
-            settings.server.retry_after_secs,
-        );
+        let redis = store::connect(&settings.store).await?;
+        let ledger =
+            ledger::build(redis.as_ref(), settings.store.memory_max_records, &metrics).await?;
+        let forwarder =
+            forward::build(&settings, redis.as_ref(), Arc::clone(&ledger), &metrics).await?;
+        let ingest = Ingest::build(&settings, forwarder, &metrics)?;
         Ok(Self {
             in_flight: Arc::new(Semaphore::new(settings.server.max_in_flight)),
             settings,
             ingest,
             metrics,
-            memory,
+            ledger,
             redis,
         })
+    }
+
+    /// Live dedup records of the memory store (tests and diagnostics); `None` for Redis.
+    pub fn memory_records(&self) -> Option<usize> {
+        self.ledger.local_records()
     }
 
     /// Starts the periodic tasks; each ends once the app is dropped.
@@ -214,21 +138,4 @@ impl App {
             }
         });
     }
-}
-
-async fn build_sink(settings: &Settings) -> Result<Arc<dyn Sink>, StartError> {
-    let sink = &settings.sink;
-    Ok(match sink.kind {
-        SinkKind::Stdout => Arc::new(LineSink::stdout()),
-        SinkKind::File => {
-            let path = sink.path.as_ref().expect("validated: file sink has a path");
-            Arc::new(LineSink::file(path).map_err(|source| StartError::SinkFile {
-                path: path.display().to_string(),
-                source,
-            })?)
-        }
-        SinkKind::Nats => Arc::new(NatsSink::connect(sink).await?),
-        SinkKind::Http => Arc::new(HttpSink::new(sink)?),
-        SinkKind::RedisStream => unreachable!("atomic mode has no separate sink"),
-    })
 }

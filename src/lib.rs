@@ -1,23 +1,32 @@
 //! hookonce: verify, deduplicate and forward webhooks exactly once.
 //!
-//! Data flows one way: **http → verify → dedup/forward → respond**, with metrics on the side.
+//! Data flows one way: **request → verify → claim/forward → respond**, with metrics on the side.
+//! ARCHITECTURE.md has the map; docs/design.md the contract (routes, outcomes, keys, metrics).
 //!
-//! - [`config`]: typed settings, loaded from defaults, a TOML file and the environment.
+//! - [`config`]: typed settings, loaded from defaults, a TOML file and the environment. A leaf.
+//! - [`app`]: wires settings into a running application, one part at a time.
+//! - [`server`]: listeners, limits, timeouts, health, graceful shutdown.
+//! - [`webhooks`]: the webhook front: the configured sources and one request's pipeline
+//!   ([`webhooks::ingest`]), with the single outcome → HTTP mapping.
 //! - [`providers`]: one module per signature scheme; raw request → verified events. Pure.
 //! - [`forward`]: the exactly-once seam. `Forwarder::forward` deduplicates one verified event and
-//!   puts it in the queue: atomically in Redis (one Lua script), or in-process for the memory store.
-//! - [`sinks`]: where the memory store's events go: stdout or a file.
-//! - [`ingest`]: one request's pipeline and the single outcome → HTTP mapping (DESIGN §2).
-//! - [`server`]: listeners, limits, timeouts, health, graceful shutdown.
-//! - [`metrics`]: every metric name in one place.
-//! - [`app`]: wires settings into a running application.
+//!   puts it in the queue: atomically in Redis (one Lua script), or in two phases through the
+//!   ledger and a sink.
+//! - [`ledger`]: claim / complete / release with a lease and a token, in Redis or in process.
+//! - [`store`]: the Redis connection and script calls, and the record formats.
+//! - [`sinks`]: where two-phase mode publishes: stdout, a file, NATS JetStream, HTTP.
+//! - [`metrics`]: every metric name in one place; [`outcome`]: the outcomes of a delivery.
+//! - [`util`]: a boxed future type and the wall clock.
 
 pub mod app;
 pub mod config;
 pub mod forward;
-pub mod ingest;
+pub mod ledger;
 pub mod metrics;
 pub mod outcome;
 pub mod providers;
 pub mod server;
 pub mod sinks;
+pub mod store;
+pub mod util;
+pub mod webhooks;

@@ -1,4 +1,4 @@
-//! Every metric name in one place (DESIGN §6), with handles registered up front.
+//! Every metric name in one place (docs/design.md, "Metrics"), with handles registered up front.
 //!
 //! Handles are registered once per source at startup, so the request path never formats a label
 //! or looks up a key. Each application owns its own Prometheus recorder rather than the global

@@ -1,4 +1,5 @@
-//! The outcomes of DESIGN §2: one per event, used as the `outcome` metric label.
+//! The outcomes of a delivery (docs/design.md, "Outcomes and status codes"): one per event, used
+//! as the `outcome` metric label.
 
 /// What happened to one event (or to a request that never got as far as an event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

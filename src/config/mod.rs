@@ -1,7 +1,9 @@
 //! Typed configuration: built-in defaults → TOML file → `HOOKONCE__SECTION__KEY` environment.
 //!
 //! Loading and validation happen once at startup; every error names the key it is about, so a
-//! bad deployment fails fast with a message an operator can act on.
+//! bad deployment fails fast with a message an operator can act on. This module is a leaf: it
+//! imports nothing else of the crate. Checks that need another part (a provider's own keys) are
+//! that part's, run by `app::validate`.
 
 mod sections;
 mod sink;
@@ -203,7 +205,6 @@ impl Settings {
                     ));
                 }
             }
-            crate::providers::build(name, source)?;
         }
         Ok(())
     }

@@ -1,30 +1,26 @@
-//! The exactly-once seam: deduplicate one verified event and put it in the queue.
+//! The exactly-once seam for webhooks: deduplicate one verified event and put it in the queue.
 //!
-//! Two implementations sit behind [`Forwarder`]:
-//! - [`redis::RedisForwarder`] (atomic mode, DESIGN §4): one Lua script checks the dedup record,
-//!   appends to the Redis Stream and writes the record, so a delivery is forwarded or recognised as
-//!   a duplicate in a single round trip, with no in-flight state.
-//! - [`two_phase::TwoPhaseForwarder`] (DESIGN §5): for sinks outside Redis (stdout, file, NATS
-//!   JetStream, HTTP). A [`ledger::Ledger`] — in Redis ([`redis_ledger`]) or in this process
-//!   ([`memory`]) — claims the event, the sink publishes it, the ledger completes the claim.
+//! Two implementations sit behind [`Forwarder`], chosen by [`build`] from `sink.kind`:
+//! - [`atomic::RedisForwarder`] (atomic mode, `sink.kind = "redis_stream"`): one Lua script checks
+//!   the dedup record, appends to the Redis Stream and writes the record, so a delivery is
+//!   forwarded or recognised as a duplicate in a single round trip, with no in-flight state.
+//! - [`two_phase::TwoPhaseForwarder`] (every other sink): a [`Ledger`] claims the event, the sink
+//!   publishes it, the ledger completes the claim (docs/design.md, "Two-phase mode").
 
-pub mod ledger;
-pub mod memory;
-pub mod redis;
-pub mod redis_ledger;
+pub mod atomic;
 pub mod two_phase;
 
 use std::future::Future;
-use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine;
-use sha2::{Digest, Sha256};
-
+use crate::config::{Settings, SinkKind};
+use crate::ledger::Ledger;
+use crate::metrics::Metrics;
 use crate::providers::VerifiedEvent;
-
-/// A boxed future, so that forwarders can be used as `Arc<dyn Forwarder>`.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+use crate::sinks::SinkError;
+use crate::store::{Fingerprint, Record, RedisStartError, RedisStore, StoreError};
+use crate::util::BoxFuture;
 
 /// Where one source's events go and how long they are remembered. Built once per source.
 #[derive(Debug, Clone)]
@@ -99,21 +95,15 @@ pub enum Forwarded {
 /// Why an event could not be forwarded; every variant answers 503 so the provider retries.
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardError {
-    #[error("store did not answer within {0:?}")]
-    Timeout(Duration),
-    #[error("redis call failed")]
-    Redis(#[source] ::redis::RedisError),
-    #[error("store answered something unexpected: {0}")]
-    Protocol(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
     #[error("sink did not take the event")]
-    Sink(#[source] crate::sinks::SinkError),
-    #[error("only {confirmed} of {wanted} replicas confirmed the write within the wait timeout")]
-    Replication { confirmed: i64, wanted: i64 },
-    #[error("memory store is full ({0} records)")]
-    Full(usize),
+    Sink(#[source] SinkError),
+    #[error("publish task failed: {0}")]
+    Task(String),
 }
 
-/// The exactly-once seam (DESIGN §4, §5).
+/// The exactly-once seam.
 pub trait Forwarder: Send + Sync + 'static {
     /// Deduplicates one event and puts it in the queue unless it is a duplicate.
     fn forward<'a>(
@@ -128,66 +118,68 @@ pub trait Forwarder: Send + Sync + 'static {
     fn sink_label(&self) -> &'static str;
 }
 
-/// A short digest of the payload: 60 bits of SHA-256, written as 10 base64 characters.
-///
-/// It tells two payloads under one *verified* event ID apart; a forger, who would have to choose
-/// a colliding payload, cannot get a request verified in the first place. 60 bits make an
-/// accidental collision negligible while keeping a Stripe dedup record in Redis's 136-byte
-/// allocation class instead of the 152-byte one (see BENCHMARKS.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fingerprint([u8; 8]);
-
-impl Fingerprint {
-    pub const ENCODED_LEN: usize = 10;
-
-    pub fn of(body: &[u8]) -> Self {
-        let digest = Sha256::digest(body);
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(&digest[..8]);
-        Self(bytes)
-    }
-
-    /// The 10 characters stored in dedup records (the first 60 of the 64 bits).
-    pub fn encode(&self) -> String {
-        let mut text = base64::engine::general_purpose::STANDARD_NO_PAD.encode(self.0);
-        text.truncate(Self::ENCODED_LEN);
-        text
-    }
-}
-
-/// A stored dedup record: `"<entry id> <fingerprint>"`.
-pub fn parse_record(record: &str) -> Option<(&str, &str)> {
-    record.split_once(' ')
-}
-
-/// Compares a stored record with a new delivery's fingerprint.
+/// Compares a stored done record with a new delivery's fingerprint.
 pub fn judge_record(record: &str, fingerprint: &str) -> Result<Forwarded, ForwardError> {
-    let (entry_id, stored) = parse_record(record)
-        .ok_or_else(|| ForwardError::Protocol(format!("unreadable dedup record {record:?}")))?;
-    Ok(if stored == fingerprint {
-        Forwarded::Duplicate {
-            entry_id: entry_id.to_owned(),
-        }
-    } else {
-        Forwarded::Mismatch
-    })
+    match Record::parse(record) {
+        Some(Record::Done {
+            ack,
+            fingerprint: stored,
+        }) => Ok(if stored == fingerprint {
+            Forwarded::Duplicate {
+                entry_id: ack.to_owned(),
+            }
+        } else {
+            Forwarded::Mismatch
+        }),
+        _ => Err(StoreError::Protocol(format!("unreadable dedup record {record:?}")).into()),
+    }
 }
 
-/// The wall clock as unix milliseconds (0 if the clock is before 1970).
-pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// Runs a store call under the store timeout.
-pub async fn with_timeout<T>(
+/// Runs a forward under a deadline; running out of time is a store timeout (503).
+pub(crate) async fn within<T>(
     timeout: Duration,
     call: impl Future<Output = Result<T, ForwardError>>,
 ) -> Result<T, ForwardError> {
     tokio::time::timeout(timeout, call)
         .await
-        .unwrap_or(Err(ForwardError::Timeout(timeout)))
+        .unwrap_or(Err(StoreError::Timeout(timeout).into()))
+}
+
+/// Builds the forwarder that `sink.kind` calls for: atomic into the Redis Stream, or two-phase
+/// through `ledger` into the configured sink.
+pub async fn build(
+    settings: &Settings,
+    redis: Option<&RedisStore>,
+    ledger: Arc<dyn Ledger>,
+    metrics: &Metrics,
+) -> Result<Arc<dyn Forwarder>, BuildError> {
+    if settings.sink.kind == SinkKind::RedisStream {
+        let store = redis.cloned().ok_or(BuildError::NeedsRedis)?;
+        let forwarder = atomic::RedisForwarder::build(settings, store, metrics).await?;
+        return Ok(Arc::new(forwarder));
+    }
+    let sink = crate::sinks::build(&settings.sink).await?;
+    // Waiting for an in-flight delivery only makes sense within one process, where the write of
+    // a local line sink takes microseconds (answers then match atomic mode's).
+    let local = matches!(settings.sink.kind, SinkKind::Stdout | SinkKind::File);
+    let wait_in_flight = local && redis.is_none();
+    Ok(Arc::new(two_phase::TwoPhaseForwarder::new(
+        ledger,
+        sink,
+        settings.sink.lease(),
+        wait_in_flight,
+    )))
+}
+
+/// Why the forwarder cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Redis(#[from] RedisStartError),
+    #[error(transparent)]
+    Sink(#[from] crate::sinks::SinkStartError),
+    #[error("sink.kind = \"redis_stream\" needs store.backend = \"redis\"")]
+    NeedsRedis,
 }
 
 #[cfg(test)]
@@ -204,8 +196,7 @@ mod tests {
     #[test]
     fn records_tell_duplicates_from_mismatches() {
         let fp = Fingerprint::of(b"{}").encode();
-        assert_eq!(fp.len(), Fingerprint::ENCODED_LEN);
-        let record = format!("1-0 {fp}");
+        let record = crate::store::record::done("1-0", &fp);
         assert_eq!(
             judge_record(&record, &fp).unwrap(),
             Forwarded::Duplicate {
@@ -214,5 +205,6 @@ mod tests {
         );
         assert_eq!(judge_record(&record, "other").unwrap(), Forwarded::Mismatch);
         assert!(judge_record("garbage", &fp).is_err());
+        assert!(judge_record("p token fp 1", &fp).is_err());
     }
 }

@@ -1,4 +1,4 @@
-//! Two-phase mode (DESIGN §5): claim in the ledger, publish to the sink, then complete.
+//! Two-phase mode: claim in the ledger, publish to the sink, then complete.
 //!
 //! claim → publish with the dedup key as the sink-side idempotency ID → complete (done, with the
 //! sink's acknowledgement, for `dedup_ttl`) → 200. A failed publish releases the claim → 503.
@@ -15,9 +15,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::ledger::{done_record, Claim, Ledger};
-use super::{BoxFuture, Delivery, ForwardError, Forwarded, Forwarder};
+use super::{Delivery, ForwardError, Forwarded, Forwarder};
+use crate::ledger::{Claim, Ledger};
 use crate::sinks::{Message, Sink};
+use crate::store::record;
+use crate::util::BoxFuture;
 
 pub struct TwoPhaseForwarder {
     ledger: Arc<dyn Ledger>,
@@ -54,7 +56,8 @@ impl TwoPhaseForwarder {
                 .await?
             {
                 Claim::Claimed { token, reclaimed } => break (token, reclaimed),
-                Claim::Settled(answer) => return Ok(answer),
+                Claim::Done { ack } => return Ok(Forwarded::Duplicate { entry_id: ack }),
+                Claim::Mismatch => return Ok(Forwarded::Mismatch),
                 Claim::InFlight {
                     wait: Some(mut wait),
                 } if self.wait_in_flight => {
@@ -80,7 +83,7 @@ impl TwoPhaseForwarder {
         let settle = tokio::spawn(async move {
             match sink.publish(&message).await {
                 Ok(ack) => {
-                    let done = done_record(&ack, &fingerprint);
+                    let done = record::done(&ack, &fingerprint);
                     if !ledger.complete(&key, &token, &done, ttl).await? {
                         tracing::warn!(
                             message = "Lease was reclaimed before completion; the sink's idempotency ID absorbs the second publish.",
@@ -101,11 +104,9 @@ impl TwoPhaseForwarder {
                 }
             }
         });
-        settle.await.unwrap_or_else(|join| {
-            Err(ForwardError::Protocol(format!(
-                "publish task failed: {join}"
-            )))
-        })
+        settle
+            .await
+            .unwrap_or_else(|join| Err(ForwardError::Task(join.to_string())))
     }
 }
 

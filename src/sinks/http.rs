@@ -10,7 +10,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 
 use super::{Message, Sink, SinkError};
 use crate::config::{ConfigError, SinkSettings};
-use crate::forward::BoxFuture;
+use crate::util::BoxFuture;
 
 pub struct HttpSink {
     client: reqwest::Client,

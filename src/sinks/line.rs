@@ -15,7 +15,7 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use super::{Message, Sink, SinkError};
-use crate::forward::BoxFuture;
+use crate::util::BoxFuture;
 
 /// One forwarded event as a JSON line (the stdout/file consumer contract).
 #[derive(Serialize)]
@@ -63,7 +63,7 @@ struct EntryClock {
 
 impl EntryClock {
     fn next(&mut self) -> String {
-        let now_ms = crate::forward::unix_ms();
+        let now_ms = crate::util::unix_ms();
         if now_ms > self.last_ms {
             self.last_ms = now_ms;
             self.sequence = 0;

@@ -1,4 +1,4 @@
-//! Sinks outside Redis: where two-phase mode (DESIGN §5) publishes each claimed event.
+//! Sinks outside Redis: where two-phase mode publishes each claimed event.
 //!
 //! - [`line::LineSink`]: JSON lines on stdout or in a file (the embedded default).
 //! - [`nats::NatsSink`]: a NATS JetStream stream, deduplicated by `Nats-Msg-Id`.
@@ -11,9 +11,13 @@ pub mod http;
 pub mod line;
 pub mod nats;
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
-use crate::forward::BoxFuture;
+use crate::config::{ConfigError, SinkKind, SinkSettings};
+
+use crate::util::BoxFuture;
 
 /// One event on its way to a sink. Owned, because publishing runs in its own task.
 #[derive(Debug, Clone)]
@@ -59,4 +63,47 @@ pub trait Sink: Send + Sync + 'static {
     fn ready(&self) -> bool {
         true
     }
+}
+
+/// Why a sink cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkStartError {
+    #[error("cannot open sink file {path}")]
+    File {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Nats(#[from] nats::NatsStartError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// Builds the sink `sink.kind` names (every kind but `redis_stream`, which is atomic mode's).
+pub async fn build(settings: &SinkSettings) -> Result<Arc<dyn Sink>, SinkStartError> {
+    Ok(match settings.kind {
+        SinkKind::Stdout => Arc::new(line::LineSink::stdout()),
+        SinkKind::File => {
+            let path = settings
+                .path
+                .as_ref()
+                .ok_or_else(|| ConfigError::invalid("sink.path", "the file sink needs a path"))?;
+            Arc::new(
+                line::LineSink::file(path).map_err(|source| SinkStartError::File {
+                    path: path.display().to_string(),
+                    source,
+                })?,
+            )
+        }
+        SinkKind::Nats => Arc::new(nats::NatsSink::connect(settings).await?),
+        SinkKind::Http => Arc::new(http::HttpSink::new(settings)?),
+        SinkKind::RedisStream => {
+            return Err(ConfigError::invalid(
+                "sink.kind",
+                "redis_stream is atomic mode, which has no separate sink",
+            )
+            .into())
+        }
+    })
 }

@@ -11,7 +11,7 @@ use async_nats::HeaderMap;
 
 use super::{Message, Sink, SinkError};
 use crate::config::SinkSettings;
-use crate::forward::BoxFuture;
+use crate::util::BoxFuture;
 
 /// Subjects of a stream hookonce creates.
 pub const STREAM_SUBJECTS: &str = "hookonce.>";

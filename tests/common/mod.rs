@@ -295,7 +295,7 @@ impl TestApp {
                     .unwrap_or_default()
                     .lines()
                     .count();
-                self.app.memory.as_ref().unwrap().record_count() + lines
+                self.app.memory_records().unwrap() + lines
             }
             _ => unreachable!(),
         }

@@ -1,4 +1,5 @@
-//! One request's pipeline, and the one place where outcomes become HTTP answers (DESIGN §2).
+//! One request's pipeline, and the one place where outcomes become HTTP answers
+//! (docs/design.md, "Outcomes and status codes").
 //!
 //! body limit → provider verification over the raw bytes → forward each event → acknowledge.
 //! Every request ends in exactly one [`Reply`]: it is counted, logged once and turned into a
@@ -14,17 +15,12 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
-use crate::forward::{unix_ms, Delivery, ForwardError, Forwarded, Forwarder, Target};
+use super::Source;
+use crate::forward::{Delivery, ForwardError, Forwarded, Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics, UNKNOWN_SOURCE};
 use crate::outcome::Outcome;
-use crate::providers::{Ack, Provider, RawRequest, Verified, VerifyError};
-
-/// One configured source, ready to serve.
-pub struct Source {
-    pub provider: Arc<dyn Provider>,
-    pub target: Target,
-    pub metrics: SourceMetrics,
-}
+use crate::providers::{Ack, RawRequest, Verified, VerifyError};
+use crate::util::unix_ms;
 
 /// The request pipeline shared by every connection.
 pub struct Ingest {
@@ -268,7 +264,7 @@ impl Ingest {
     }
 }
 
-/// The HTTP status of every outcome (DESIGN §2). The only such mapping in the code.
+/// The HTTP status of every outcome. The only such mapping in the code.
 pub fn status_of(outcome: Outcome) -> StatusCode {
     match outcome {
         Outcome::Forwarded | Outcome::Duplicate => StatusCode::OK,

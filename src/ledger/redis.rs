@@ -1,4 +1,4 @@
-//! The Redis ledger of two-phase mode: claim, complete and release as token-checked scripts.
+//! The Redis ledger: claim, complete and release as token-checked scripts.
 //!
 //! Each operation is one script call (one round trip). The claim reads Redis's own clock (`TIME`)
 //! for lease deadlines, so replicas with skewed clocks agree on when a lease has expired.
@@ -6,11 +6,11 @@
 use std::time::{Duration, Instant};
 
 use metrics::Histogram;
-use redis::{Script, Value};
+use redis::Value;
 
-use super::ledger::{judge_existing, new_token, Claim, Ledger};
-use super::redis::{evalsha, run_script, RedisStore};
-use super::{with_timeout, BoxFuture, ForwardError};
+use super::{judge_existing, new_token, Claim, Ledger};
+use crate::store::{with_timeout, RedisStartError, RedisStore, Script, StoreError};
+use crate::util::BoxFuture;
 
 /// KEYS[1] = record. ARGV = token, fingerprint, lease ms, hold ms.
 /// Returns `{0, record}` when a record exists that the caller must judge, `{1, reclaimed}` when
@@ -69,7 +69,7 @@ impl RedisLedger {
     pub async fn new(
         store: RedisStore,
         latency: impl Fn(&'static str) -> Histogram,
-    ) -> Result<Self, redis::RedisError> {
+    ) -> Result<Self, RedisStartError> {
         let ledger = Self {
             claim: Script::new(CLAIM_SCRIPT),
             complete: Script::new(COMPLETE_SCRIPT),
@@ -79,10 +79,10 @@ impl RedisLedger {
             release_latency: latency("release"),
             store,
         };
-        let mut connection = ledger.store.connection();
-        for script in [&ledger.claim, &ledger.complete, &ledger.release] {
-            script.prepare_invoke().load_async(&mut connection).await?;
-        }
+        ledger
+            .store
+            .load(&[&ledger.claim, &ledger.complete, &ledger.release])
+            .await?;
         Ok(ledger)
     }
 
@@ -92,20 +92,16 @@ impl RedisLedger {
         fingerprint: &str,
         lease: Duration,
         hold: Duration,
-    ) -> Result<Claim, ForwardError> {
+    ) -> Result<Claim, StoreError> {
         let token = new_token();
-        let mut connection = self.store.connection();
         let started = Instant::now();
-        let mut command = evalsha(&self.claim, 1);
-        command
-            .arg(key)
+        let mut call = self.store.script(&self.claim, 1);
+        call.arg(key)
             .arg(&token)
             .arg(fingerprint)
             .arg(lease.as_millis() as u64)
             .arg(hold.as_millis() as u64);
-        let reply: Vec<Value> = run_script(&mut connection, &self.claim, &command)
-            .await
-            .map_err(ForwardError::Redis)?;
+        let reply: Vec<Value> = call.invoke().await?;
         self.claim_latency.record(started.elapsed().as_secs_f64());
         match reply.as_slice() {
             [Value::Int(1), Value::Int(reclaimed)] => Ok(Claim::Claimed {
@@ -116,12 +112,12 @@ impl RedisLedger {
                 let record = String::from_utf8_lossy(record);
                 let now_ms = String::from_utf8_lossy(now).parse().unwrap_or(u64::MAX);
                 judge_existing(&record, fingerprint, now_ms).unwrap_or_else(|| {
-                    Err(ForwardError::Protocol(format!(
+                    Err(StoreError::Protocol(format!(
                         "claim refused a reclaimable record {record:?}"
                     )))
                 })
             }
-            other => Err(ForwardError::Protocol(format!("claim answered {other:?}"))),
+            other => Err(StoreError::Protocol(format!("claim answered {other:?}"))),
         }
     }
 }
@@ -133,7 +129,7 @@ impl Ledger for RedisLedger {
         fingerprint: &'a str,
         lease: Duration,
         hold: Duration,
-    ) -> BoxFuture<'a, Result<Claim, ForwardError>> {
+    ) -> BoxFuture<'a, Result<Claim, StoreError>> {
         Box::pin(with_timeout(
             self.store.timeout(),
             self.claim_once(key, fingerprint, lease, hold),
@@ -146,19 +142,15 @@ impl Ledger for RedisLedger {
         token: &'a str,
         done: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, ForwardError>> {
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
         let call = async move {
-            let mut connection = self.store.connection();
             let started = Instant::now();
-            let mut command = evalsha(&self.complete, 1);
-            command
-                .arg(key)
+            let mut call = self.store.script(&self.complete, 1);
+            call.arg(key)
                 .arg(token)
                 .arg(done)
                 .arg(ttl.as_millis() as u64);
-            let written: i64 = run_script(&mut connection, &self.complete, &command)
-                .await
-                .map_err(ForwardError::Redis)?;
+            let written: i64 = call.invoke().await?;
             self.complete_latency
                 .record(started.elapsed().as_secs_f64());
             Ok(written == 1)
@@ -170,15 +162,12 @@ impl Ledger for RedisLedger {
         &'a self,
         key: &'a str,
         token: &'a str,
-    ) -> BoxFuture<'a, Result<(), ForwardError>> {
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
         let call = async move {
-            let mut connection = self.store.connection();
             let started = Instant::now();
-            let mut command = evalsha(&self.release, 1);
-            command.arg(key).arg(token);
-            let _: i64 = run_script(&mut connection, &self.release, &command)
-                .await
-                .map_err(ForwardError::Redis)?;
+            let mut call = self.store.script(&self.release, 1);
+            call.arg(key).arg(token);
+            let _: i64 = call.invoke().await?;
             self.release_latency.record(started.elapsed().as_secs_f64());
             Ok(())
         };

@@ -14,10 +14,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::ledger::{
-    judge_existing, new_token, parse_processing, processing_record, Claim, Ledger,
-};
-use super::{unix_ms, BoxFuture, ForwardError};
+use super::{judge_existing, new_token, Claim, Ledger};
+use crate::store::record::{self, Record as StoredRecord};
+use crate::store::StoreError;
+use crate::util::{unix_ms, BoxFuture};
 
 struct Record {
     value: String,
@@ -101,7 +101,7 @@ impl MemoryLedger {
         fingerprint: &str,
         lease: Duration,
         hold: Duration,
-    ) -> Result<Claim, ForwardError> {
+    ) -> Result<Claim, StoreError> {
         let now = Instant::now();
         let now_ms = unix_ms();
         let mut state = self.lock();
@@ -118,7 +118,7 @@ impl MemoryLedger {
         } else if state.records.len() >= self.max_records {
             state.purge_expired(now);
             if state.records.len() >= self.max_records {
-                return Err(ForwardError::Full(self.max_records));
+                return Err(StoreError::Full(self.max_records));
             }
         }
         let token = new_token();
@@ -126,7 +126,7 @@ impl MemoryLedger {
         let (settled, _) = watch::channel(());
         state.put(
             key,
-            processing_record(&token, fingerprint, deadline),
+            record::processing(&token, fingerprint, deadline),
             hold,
             Some(settled),
         );
@@ -137,8 +137,10 @@ impl MemoryLedger {
         state
             .records
             .get(key)
-            .and_then(|r| parse_processing(&r.value))
-            .is_some_and(|(held, _, _)| held == token)
+            .and_then(|r| StoredRecord::parse(&r.value))
+            .is_some_and(
+                |r| matches!(r, StoredRecord::Processing { token: held, .. } if held == token),
+            )
     }
 }
 
@@ -149,7 +151,7 @@ impl Ledger for MemoryLedger {
         fingerprint: &'a str,
         lease: Duration,
         hold: Duration,
-    ) -> BoxFuture<'a, Result<Claim, ForwardError>> {
+    ) -> BoxFuture<'a, Result<Claim, StoreError>> {
         let claim = self.claim_now(key, fingerprint, lease, hold);
         Box::pin(async move { claim })
     }
@@ -160,7 +162,7 @@ impl Ledger for MemoryLedger {
         token: &'a str,
         done: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, ForwardError>> {
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
         let mut state = self.lock();
         let mine = !state.records.contains_key(key) || Self::holds(&state, key, token);
         if mine {
@@ -173,7 +175,7 @@ impl Ledger for MemoryLedger {
         &'a self,
         key: &'a str,
         token: &'a str,
-    ) -> BoxFuture<'a, Result<(), ForwardError>> {
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
         let mut state = self.lock();
         if Self::holds(&state, key, token) {
             state.records.remove(key);
@@ -184,12 +186,16 @@ impl Ledger for MemoryLedger {
     fn ready(&self) -> BoxFuture<'_, bool> {
         Box::pin(async { true })
     }
+
+    fn local_records(&self) -> Option<usize> {
+        Some(self.record_count())
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::ledger::done_record as done;
     use super::*;
+    use crate::store::record::done;
 
     const LEASE: Duration = Duration::from_secs(30);
     const HOLD: Duration = Duration::from_secs(60);
@@ -213,7 +219,7 @@ mod tests {
             .unwrap());
         assert!(matches!(
             ledger.claim("k", "fp", LEASE, HOLD).await.unwrap(),
-            Claim::Settled(_)
+            Claim::Done { .. }
         ));
     }
 
@@ -266,7 +272,7 @@ mod tests {
             .unwrap();
         assert!(matches!(
             ledger.claim("b", "fp", LEASE, HOLD).await,
-            Err(ForwardError::Full(1))
+            Err(StoreError::Full(1))
         ));
         tokio::time::advance(Duration::from_secs(6)).await;
         assert!(matches!(

@@ -1,0 +1,45 @@
+//! The log subscriber: JSON or pretty lines, written by one background thread in batches.
+
+use std::io::IsTerminal;
+
+use hookonce::config::{Settings, SinkKind};
+
+use crate::LogFormat;
+
+/// Sets up the log subscriber. Lines are formatted on the request's task but written by one
+/// background thread in batches (one `write` per batch instead of one per request); it never
+/// drops a line: when its queue is full, logging waits.
+pub(crate) fn init(
+    format: LogFormat,
+    settings: &Settings,
+) -> tracing_appender::non_blocking::WorkerGuard {
+    use std::io::Write;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // The stdout sink owns stdout: logs go to stderr then, so that events stay one JSON per line.
+    let to_stderr = settings.sink.kind == SinkKind::Stdout;
+    let (terminal, out): (bool, Box<dyn Write + Send>) = if to_stderr {
+        (std::io::stderr().is_terminal(), Box::new(std::io::stderr()))
+    } else {
+        (std::io::stdout().is_terminal(), Box::new(std::io::stdout()))
+    };
+    let json = match format {
+        LogFormat::Json => true,
+        LogFormat::Pretty => false,
+        LogFormat::Auto => !terminal,
+    };
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("hookonce-log")
+        .finish(std::io::BufWriter::with_capacity(64 * 1024, out));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .with_ansi(terminal && !json);
+    if json {
+        builder.json().flatten_event(true).init();
+    } else {
+        builder.init();
+    }
+    guard
+}

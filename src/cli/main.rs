@@ -1,0 +1,173 @@
+//! hookonce command line: parse arguments, load configuration, run one subcommand.
+//!
+//! The only place that uses `anyhow`; each subcommand is a short function over the library
+//! (docs/design.md, "Command line"): `serve` here, `sign` in `sign.rs`, `inspect` and `forget`
+//! in `inspect.rs`, the log subscriber in `logging.rs`.
+
+mod inspect;
+mod logging;
+mod sign;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use hookonce::app::{self, App};
+use hookonce::config::{self, Settings, StoreBackend};
+use hookonce::server::{self, Listeners};
+
+/// jemalloc instead of glibc's malloc: request bodies are larger than glibc's per-thread cache,
+/// and under load its locked arena path took a quarter of the daemon's CPU (BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// The embedded default configuration, used when no file is given.
+const DEFAULT_CONFIG: &str = include_str!("../../config/default.toml");
+
+#[derive(Parser)]
+#[command(
+    name = "hookonce",
+    version,
+    about = "Verify, deduplicate and forward webhooks exactly once"
+)]
+struct Cli {
+    /// Configuration file (TOML). Without it, the embedded default (memory store, stdout sink).
+    #[arg(long, global = true, env = "HOOKONCE_CONFIG")]
+    config: Option<PathBuf>,
+
+    /// Log format; `auto` is pretty on a terminal and JSON otherwise.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Auto)]
+    log_format: LogFormat,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum LogFormat {
+    Auto,
+    Json,
+    Pretty,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve webhooks (the default).
+    Serve,
+    /// Validate the configuration and print it with secrets redacted.
+    CheckConfig,
+    /// Print the headers a provider would send for a body, for `curl -H @-` (and, with --out, write
+    /// the body to send when the provider signs inside it).
+    Sign {
+        /// The configured source whose provider and first secret sign the body.
+        #[arg(long)]
+        source: String,
+        /// The body to sign (default: standard input).
+        #[arg(long)]
+        body: Option<PathBuf>,
+        /// Event ID, for schemes that carry it in a header (random when absent).
+        #[arg(long)]
+        id: Option<String>,
+        /// Event type, for schemes that carry it in a header.
+        #[arg(long = "type")]
+        event_type: Option<String>,
+        /// Write the body to send here. Required when the provider signs inside the body (Adyen)
+        /// or has to set a field in it (Linear's webhookTimestamp); the headers are for this body.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Show the dedup record of one event (Redis store).
+    Inspect { source: String, event_id: String },
+    /// Delete the dedup record of one event, so that a redelivery is forwarded again (Redis store).
+    Forget { source: String, event_id: String },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("hookonce: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let settings = load_settings(cli.config.as_deref())?;
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => {
+            // Held until serve returns, so that the last log lines are written before exit.
+            let _log_writer = logging::init(cli.log_format, &settings);
+            serve(settings)
+        }
+        Command::CheckConfig => {
+            print!("{}", settings.to_redacted_toml());
+            eprintln!("configuration is valid");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sign {
+            source,
+            body,
+            id,
+            event_type,
+            out,
+        } => sign::run(
+            &settings,
+            &source,
+            sign::Args {
+                body,
+                id,
+                event_type,
+                out,
+            },
+        ),
+        Command::Inspect { source, event_id } => inspect::run(&settings, &source, &event_id, false),
+        Command::Forget { source, event_id } => inspect::run(&settings, &source, &event_id, true),
+    }
+}
+
+fn load_settings(path: Option<&std::path::Path>) -> anyhow::Result<Settings> {
+    let settings = match path {
+        Some(path) => config::load(Some(path)),
+        None => config::load_with_base(DEFAULT_CONFIG),
+    }
+    .context("invalid configuration")?;
+    app::validate(&settings).context("invalid configuration")?;
+    Ok(settings)
+}
+
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn serve(settings: Settings) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(async move {
+        if settings.store.backend == StoreBackend::Memory {
+            tracing::warn!(
+                message = "Using the in-memory store: dedup state lives in this process only and does not survive a restart. Use store.backend = \"redis\" in production."
+            );
+        }
+        let listeners = Listeners::bind(settings.server.listen, settings.server.metrics_listen)
+            .await
+            .context("cannot bind the listeners")?;
+        let app = Arc::new(App::build(settings).await?);
+        app.spawn_background_tasks();
+        tracing::info!(
+            message = "Listening.",
+            webhooks = %listeners.http_addr()?,
+            metrics = %listeners.metrics_addr()?,
+            sources = app.settings.sources.len(),
+            store = app.settings.store.backend.label(),
+            sink = app.settings.sink.kind.label(),
+        );
+        server::run(app, listeners, server::termination_signal()).await;
+        tracing::info!(message = "Stopped.");
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,60 @@
+//! The store: Redis connections and script calls, the record formats, and the error of every
+//! store call.
+//!
+//! Only this module holds a Redis connection. The parts that keep state in Redis — atomic
+//! forwarding (`forward::atomic`) and the claim/complete/release ledger (`ledger::redis`) — hand
+//! it scripts and arguments and get replies back, so how Redis is reached (one server today) is
+//! decided in one place. The in-process alternative is the memory ledger (`ledger::memory`).
+//!
+//! - [`redis`]: [`RedisStore`], a self-reconnecting connection with the store timeout on every
+//!   call, script invocation by SHA, `WAIT`, the start-up safety checks and the operator reads.
+//! - [`record`]: the dedup record formats and the payload [`Fingerprint`].
+
+pub mod record;
+pub mod redis;
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::config::{StoreBackend, StoreSettings};
+
+pub use self::record::{Fingerprint, Record};
+pub use self::redis::{RedisStartError, RedisStore, Script, ScriptCall};
+
+/// Why a store call did not succeed. Every variant answers 503, so the sender retries.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("redis call failed")]
+    Redis(#[source] ::redis::RedisError),
+    #[error("store answered something unexpected: {0}")]
+    Protocol(String),
+    #[error("only {confirmed} of {wanted} replicas confirmed the write within the wait timeout")]
+    Replication { confirmed: i64, wanted: i64 },
+    #[error("memory store is full ({0} records)")]
+    Full(usize),
+}
+
+/// Connects to the configured Redis and runs the start-up safety checks; `None` for the memory
+/// store, whose records live in the ledger of this process.
+pub async fn connect(settings: &StoreSettings) -> Result<Option<RedisStore>, RedisStartError> {
+    match settings.backend {
+        StoreBackend::Memory => Ok(None),
+        StoreBackend::Redis => {
+            let store = RedisStore::connect(settings).await?;
+            store.check_eviction_policy(settings.allow_eviction).await?;
+            Ok(Some(store))
+        }
+    }
+}
+
+/// Runs a store call under a deadline.
+pub async fn with_timeout<T>(
+    timeout: Duration,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(timeout, call)
+        .await
+        .unwrap_or(Err(StoreError::Timeout(timeout)))
+}

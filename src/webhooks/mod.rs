@@ -1,0 +1,99 @@
+//! The webhook front: `POST /webhooks/{source}` from a provider, verified, deduplicated and
+//! forwarded exactly once.
+//!
+//! - [`ingest`]: one request's pipeline and the outcome → HTTP mapping.
+//! - this file: the configured sources, each a provider (its signature scheme) and a
+//!   [`Target`] (its keys, stream and dedup window), built once from the settings.
+
+pub mod ingest;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::config::{ConfigError, Settings, SourceSettings};
+use crate::forward::{Forwarder, Target};
+use crate::metrics::{Metrics, SourceMetrics};
+use crate::providers::{self, Provider};
+
+pub use ingest::Ingest;
+
+/// One configured source, ready to serve.
+pub struct Source {
+    pub provider: Arc<dyn Provider>,
+    pub target: Target,
+    pub metrics: SourceMetrics,
+}
+
+/// Checks every source's provider-specific keys (by building its provider), naming the key.
+pub fn validate(settings: &Settings) -> Result<(), ConfigError> {
+    for (name, source) in &settings.sources {
+        providers::build(name, source)?;
+    }
+    Ok(())
+}
+
+/// The provider and target of the configured source `name`, for the commands that act on one
+/// source (`sign`, `inspect`, `forget`).
+pub fn source(settings: &Settings, name: &str) -> Result<(Arc<dyn Provider>, Target), ConfigError> {
+    let Some(source) = settings.sources.get(name) else {
+        return Err(ConfigError::invalid(
+            format!("sources.{name}"),
+            "no source of this name is configured",
+        ));
+    };
+    let provider = providers::build(name, source)?;
+    let target = target(settings, name, source, provider.name());
+    Ok((provider, target))
+}
+
+fn target(
+    settings: &Settings,
+    name: &str,
+    source: &SourceSettings,
+    provider: &'static str,
+) -> Target {
+    let dedup_ttl = source
+        .dedup_ttl
+        .map(|d| d.0)
+        .unwrap_or_else(|| providers::default_dedup_ttl(provider));
+    Target::new(
+        &settings.store.key_prefix,
+        name,
+        provider,
+        source.stream.as_deref(),
+        dedup_ttl,
+    )
+}
+
+impl Ingest {
+    /// The pipeline for every configured source, forwarding through `forwarder`.
+    pub fn build(
+        settings: &Settings,
+        forwarder: Arc<dyn Forwarder>,
+        metrics: &Arc<Metrics>,
+    ) -> Result<Self, ConfigError> {
+        let mut sources = HashMap::new();
+        for (name, source) in &settings.sources {
+            let provider = providers::build(name, source)?;
+            let target = target(settings, name, source, provider.name());
+            let metrics = metrics.source(name);
+            sources.insert(
+                name.clone(),
+                Source {
+                    provider,
+                    target,
+                    metrics,
+                },
+            );
+        }
+        let server = &settings.server;
+        Ok(Ingest::new(
+            sources,
+            forwarder,
+            Arc::clone(metrics),
+            server.body_limit.0 as usize,
+            server.request_timeout.0,
+            server.retry_after_secs,
+        ))
+    }
+}

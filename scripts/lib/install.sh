@@ -50,7 +50,8 @@ apt_install() {
     guard=/usr/sbin/policy-rc.d
   fi
   local status=0
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2 || status=$?
+  # dpkg's progress goes to stdout and is dropped; errors still reach stderr.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null || status=$?
   [ -z "$guard" ] || rm -f "$guard"
   [ "$status" -eq 0 ] || install_die "apt-get install $* failed"
 }

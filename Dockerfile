@@ -14,8 +14,10 @@ ARG DEBIAN_RELEASE=bookworm
 
 FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE} AS build
 WORKDIR /src
-# Dependencies first: this layer is rebuilt only when the manifest or the lock file changes.
+# Dependencies first: this layer is rebuilt only when a manifest or the lock file changes. The
+# workspace's other member (the load generator) is not built here, but cargo needs its manifest.
 COPY Cargo.toml Cargo.lock ./
+COPY tools/loadgen/Cargo.toml tools/loadgen/
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo fetch --locked
 COPY . .

@@ -10,7 +10,10 @@ PROFILE=${HOOKONCE_PROFILE:-release}
 HOOKONCE="$ROOT/target/$PROFILE/hookonce"
 LOADGEN="$ROOT/target/$PROFILE/hookonce-loadgen"
 BASELINE="$ROOT/target/baseline/release/hookonce-baseline"
-export PATH="$PATH:/usr/sbin"
+# need_command, need_file: Debian packages when a tool is missing (and /usr/sbin on PATH).
+# shellcheck source=scripts/lib/install.sh
+source "$ROOT/scripts/lib/install.sh"
+need_command python3 python3 # free_port and the scenarios' JSON checks
 
 STARTED_PIDS=()
 cleanup_started() {
@@ -27,19 +30,8 @@ trap cleanup_started EXIT
 
 log() { printf '==> %s\n' "$*" >&2; }
 
-need_package() { # need_package COMMAND PACKAGE: install from Debian's packages when missing
-    command -v "$1" >/dev/null 2>&1 && return
-    if [[ $(id -u) -ne 0 ]]; then
-        echo "error: $1 is missing; install the Debian package $2" >&2
-        exit 1
-    fi
-    log "installing $2"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null
-}
-
-build_release() { # hookonce and the load generator (in $PROFILE), one cargo build at a time
-    local flags=(--locked --bin hookonce --bin hookonce-loadgen)
+build_release() { # hookonce and the load generator (tools/loadgen) in $PROFILE, one cargo build
+    local flags=(--locked --workspace --bin hookonce --bin hookonce-loadgen)
     [[ $PROFILE == release ]] && flags+=(--release)
     log "cargo build ${flags[*]}"
     (cd "$ROOT" && cargo build "${flags[@]}") >&2

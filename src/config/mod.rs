@@ -185,6 +185,17 @@ impl Settings {
                 "applies to sink.kind = \"redis_stream\" only",
             ));
         }
+        if self.store.wait_replicas > 0 {
+            let wait = self.store.wait_timeout.0;
+            // WAIT 0 blocks forever, and WAIT runs on a connection whose every call is cut off at
+            // store.timeout: a longer wait would be answered 503 by the timeout, not by WAIT.
+            if wait.is_zero() || wait >= self.store.timeout.0 {
+                return Err(ConfigError::invalid(
+                    "store.wait_timeout",
+                    "must be above zero and below store.timeout when store.wait_replicas is set",
+                ));
+            }
+        }
         self.sink.validate()?;
         if self.sources.is_empty() {
             return Err(ConfigError::invalid("sources", "no source is configured"));

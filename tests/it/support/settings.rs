@@ -60,16 +60,20 @@ pub fn sources_toml<'a>(
 
 #[test]
 fn rendered_sources_load_back_with_their_secrets() {
-    let generic = SourceSettings {
+    let acme = SourceSettings {
         dedup_ttl: Some(secs(90)),
-        signed_content: Some("{timestamp}.{body}".to_owned()),
-        ..source("generic", "a \"quoted\" secret")
+        notification_url: Some("https://hooks.example.com/sq".to_owned()),
+        ..source("square", "a \"quoted\" {secret}")
     };
-    let text = sources_toml([("acme", &generic), ("gh", &source("github", "s"))]);
+    let text = sources_toml([("acme", &acme), ("pay", &source("stripe", "whsec_s"))]);
     let loaded = hookonce::config::from_toml(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let acme = &loaded.sources["acme"];
-    assert_eq!(acme.secrets[0].expose(), "a \"quoted\" secret");
+    assert_eq!(acme.secrets[0].expose(), "a \"quoted\" {secret}");
     assert_eq!(acme.dedup_ttl, Some(secs(90)));
-    assert_eq!(acme.signed_content.as_deref(), Some("{timestamp}.{body}"));
-    assert_eq!(loaded.sources["gh"].provider, "github");
+    assert_eq!(
+        acme.notification_url.as_deref(),
+        Some("https://hooks.example.com/sq")
+    );
+    assert_eq!(loaded.sources["pay"].provider, "stripe");
+    assert_eq!(loaded.sources["pay"].secrets[0].expose(), "whsec_s");
 }

@@ -1,6 +1,8 @@
 //! The deliveries of the provider suites: the extra sources, one signed case per provider, and
 //! Adyen's notification batches.
 
+use std::collections::BTreeMap;
+
 use crate::support::settings::{source, SourceSettings};
 use crate::support::{Backend, SignOptions, TestApp};
 
@@ -8,9 +10,9 @@ pub const ADYEN_KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C4
 const GITLAB_TOKEN: &str = "gitlab-e2e-token-0123";
 
 /// The sources of these suites, on top of the harness's stripe, github and standard.
-pub fn sources() -> Vec<(&'static str, SourceSettings)> {
+pub fn sources() -> BTreeMap<String, SourceSettings> {
     let pointer = |p: &str| Some(p.to_owned());
-    vec![
+    let sources = [
         ("adyen", source("adyen", ADYEN_KEY)),
         (
             "adyen_platform",
@@ -48,7 +50,11 @@ pub fn sources() -> Vec<(&'static str, SourceSettings)> {
                 ..source("generic", "generic-e2e-secret")
             },
         ),
-    ]
+    ];
+    sources
+        .into_iter()
+        .map(|(name, source)| (name.to_owned(), source))
+        .collect()
 }
 
 /// A daemon on Redis with every source of [`sources`].
@@ -56,7 +62,7 @@ pub async fn start() -> TestApp {
     sources()
         .into_iter()
         .fold(TestApp::builder(Backend::Redis), |app, (name, settings)| {
-            app.source(name, settings)
+            app.source(&name, settings)
         })
         .start()
         .await

@@ -46,13 +46,9 @@ async fn what_the_sign_command_prints_is_accepted_by_the_daemon() {
     let t = start().await;
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("hookonce.toml");
-    let extra = sources();
-    let defaults = default_sources();
-    let all = defaults
-        .iter()
-        .map(|(name, source)| (name.as_str(), source))
-        .chain(extra.iter().map(|(name, source)| (*name, source)));
-    std::fs::write(&config, sources_toml(all)).unwrap();
+    let mut all = default_sources();
+    all.extend(sources());
+    std::fs::write(&config, sources_toml(&all)).unwrap();
     for source in KNOWN_PROVIDERS {
         let case = case(source);
         let (headers, body) = cli_sign(&config, dir.path(), &case);

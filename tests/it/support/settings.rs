@@ -40,9 +40,7 @@ pub fn secs(n: u64) -> HumanDuration {
 }
 
 /// `[sources.NAME]` tables for a configuration file, secrets written out as literals.
-pub fn sources_toml<'a>(
-    sources: impl IntoIterator<Item = (&'a str, &'a SourceSettings)>,
-) -> String {
+pub fn sources_toml(sources: &BTreeMap<String, SourceSettings>) -> String {
     let mut tables = toml::Table::new();
     for (name, source) in sources {
         let mut table = toml::Table::try_from(source).unwrap();
@@ -65,7 +63,11 @@ fn rendered_sources_load_back_with_their_secrets() {
         notification_url: Some("https://hooks.example.com/sq".to_owned()),
         ..source("square", "a \"quoted\" {secret}")
     };
-    let text = sources_toml([("acme", &acme), ("pay", &source("stripe", "whsec_s"))]);
+    let sources = BTreeMap::from([
+        ("acme".to_owned(), acme),
+        ("pay".to_owned(), source("stripe", "whsec_s")),
+    ]);
+    let text = sources_toml(&sources);
     let loaded = hookonce::config::from_toml(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let acme = &loaded.sources["acme"];
     assert_eq!(acme.secrets[0].expose(), "a \"quoted\" {secret}");

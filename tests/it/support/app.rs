@@ -135,12 +135,16 @@ impl Builder {
             dir,
         } = self;
         let redis = match backend {
-            Backend::Redis => Some(redis.unwrap_or_else(RedisServer::start)),
-            Backend::Memory => redis,
+            Backend::Redis => {
+                let redis = redis.unwrap_or_else(RedisServer::start);
+                settings.store.redis_url = ServiceUrl(redis.url());
+                Some(redis)
+            }
+            Backend::Memory => {
+                assert!(redis.is_none(), "the memory backend uses no Redis");
+                None
+            }
         };
-        if let (Backend::Redis, Some(redis)) = (backend, &redis) {
-            settings.store.redis_url = ServiceUrl(redis.url());
-        }
         settings
             .validate()
             .unwrap_or_else(|e| panic!("test settings: {e}\n{settings:#?}"));

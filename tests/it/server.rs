@@ -1,29 +1,25 @@
 //! HTTP-level limits: admission control and the header-read timeout.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{
-    eventually, finish_slow_request, start_slow_request, with_id, Backend, Extra, TestApp,
-};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::http::{finish_slow_request, start_slow_request};
+use crate::support::metrics::{EVENTS, IN_FLIGHT};
+use crate::support::settings::ms;
+use crate::support::{eventually, with_id, Backend, TestApp};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beyond_max_in_flight_new_requests_get_503_with_retry_after() {
-    let t = TestApp::start_with(
-        Backend::Memory,
-        Extra {
-            server: "max_in_flight = 1\n".into(),
-            ..Extra::default()
-        },
-    )
-    .await;
+    let t = TestApp::builder(Backend::Memory)
+        .server(|s| s.max_in_flight = 1)
+        .start()
+        .await;
     let body = br#"{"slow":true}"#;
     let headers = t.sign("github", body, &with_id("slow-1"));
     let slow = start_slow_request(t.addr, "/webhooks/github", &headers, body).await;
     eventually(5, "the slow request to be in flight", || async {
-        t.metric("hookonce_requests_in_flight").await == 1.0
+        t.metric(IN_FLIGHT, &[]).await == 1.0
     })
     .await;
 
@@ -41,7 +37,7 @@ async fn beyond_max_in_flight_new_requests_get_503_with_retry_after() {
     );
     assert_eq!(t.entries("github").len(), 2);
     assert_eq!(
-        t.metric(r#"hookonce_events_total{source="github",outcome="unavailable"}"#)
+        t.metric(EVENTS, &[("source", "github"), ("outcome", "unavailable")])
             .await,
         1.0
     );
@@ -49,14 +45,10 @@ async fn beyond_max_in_flight_new_requests_get_503_with_retry_after() {
 
 #[tokio::test]
 async fn a_client_that_trickles_its_headers_is_disconnected() {
-    let t = TestApp::start_with(
-        Backend::Memory,
-        Extra {
-            server: "header_read_timeout = \"300ms\"\n".into(),
-            ..Extra::default()
-        },
-    )
-    .await;
+    let t = TestApp::builder(Backend::Memory)
+        .server(|s| s.header_read_timeout = ms(300))
+        .start()
+        .await;
     let mut stream = tokio::net::TcpStream::connect(t.addr).await.unwrap();
     stream
         .write_all(b"POST /webhooks/github HTTP/1.1\r\nHost: test\r\n")

@@ -3,10 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use super::eventually;
+use super::binary::BIN;
 use super::redis::free_port;
-
-pub const BIN: &str = env!("CARGO_BIN_EXE_hookonce");
+use super::{eventually, metrics};
 
 /// A daemon process with its logs captured to a file.
 pub struct Daemon {
@@ -60,20 +59,11 @@ impl Daemon {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    pub async fn metric(&self, series: &str) -> f64 {
-        let text = reqwest::get(format!("http://127.0.0.1:{}/metrics", self.metrics_port))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        text.lines()
-            .find_map(|l| {
-                l.strip_prefix(series)
-                    .and_then(|r| r.strip_prefix(' '))
-                    .map(|v| v.trim().parse().unwrap())
-            })
-            .unwrap_or(0.0)
+    /// The value of one series in `/metrics`, 0 when absent (as [`super::TestApp::metric`]).
+    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let addr = ([127, 0, 0, 1], self.metrics_port).into();
+        let page = metrics::scrape(&reqwest::Client::new(), addr).await;
+        metrics::value(&page, name, labels)
     }
 
     pub fn signal(&self, name: &str) {

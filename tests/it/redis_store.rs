@@ -1,18 +1,20 @@
 //! Redis-specific behaviour: layout, stream format, failures and recovery, startup safety.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{now, stripe_body, with_id, Backend, Extra, RedisServer, TestApp};
-use hookonce::app::{App, StartError};
-use hookonce::config;
+use crate::support::app::{App, StartError};
+use crate::support::metrics::{EVENTS, READY, STREAM_LENGTH};
+use crate::support::redis::free_port;
+use crate::support::settings::{ms, source, ServiceUrl, Settings};
+use crate::support::{
+    eventually, now, now_unix, stripe_body, with_id, Backend, RedisServer, TestApp,
+};
 
 #[tokio::test]
 async fn stream_entries_and_records_follow_the_documented_layout() {
     let t = TestApp::start(Backend::Redis).await;
     let body = stripe_body("evt_1NG8Du2eZvKYlo2CUI79vXWy", 800);
-    let before = common::now_unix() as u64 * 1000;
+    let before = now_unix() as u64 * 1000;
     assert_eq!(t.deliver("stripe", &body, &now()).await.status(), 200);
     let redis = t.redis.as_ref().unwrap();
     let mut conn = redis.connection();
@@ -93,9 +95,9 @@ async fn redis_down_answers_503_then_recovers_without_restart() {
     assert_eq!(response.headers()["retry-after"], "1");
     assert_eq!(response.text().await.unwrap(), r#"{"error":"unavailable"}"#);
     assert_eq!(t.readiness().await, 503);
-    assert_eq!(t.metric("hookonce_ready").await, 0.0);
+    assert_eq!(t.metric(READY, &[]).await, 0.0);
     assert_eq!(
-        t.metric(r#"hookonce_events_total{source="github",outcome="unavailable"}"#)
+        t.metric(EVENTS, &[("source", "github"), ("outcome", "unavailable")])
             .await,
         1.0
     );
@@ -117,7 +119,7 @@ async fn redis_down_answers_503_then_recovers_without_restart() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(t.readiness().await, 200);
-    assert_eq!(t.metric("hookonce_ready").await, 1.0);
+    assert_eq!(t.metric(READY, &[]).await, 1.0);
     assert_eq!(t.entries("github").len(), 1);
 }
 
@@ -179,14 +181,10 @@ async fn out_of_memory_redis_writes_nothing_and_answers_503() {
 
 #[tokio::test]
 async fn max_len_trims_the_stream_approximately() {
-    let t = TestApp::start_with(
-        Backend::Redis,
-        Extra {
-            sink: "max_len = 10\n".into(),
-            ..Extra::default()
-        },
-    )
-    .await;
+    let t = TestApp::builder(Backend::Redis)
+        .sink(|s| s.max_len = 10)
+        .start()
+        .await;
     for i in 0..300 {
         assert_eq!(
             t.deliver("github", b"{}", &with_id(&format!("trim-{i}")))
@@ -200,17 +198,21 @@ async fn max_len_trims_the_stream_approximately() {
     assert!(len >= 10, "trimmed below max_len ({len} entries)");
 }
 
-fn redis_settings(url: &str, extra_store: &str) -> config::Settings {
-    config::from_toml(&format!(
-        "[store]\nbackend = \"redis\"\nredis_url = \"{url}\"\n{extra_store}\n[sources.github]\nprovider = \"github\"\nsecrets = [\"s\"]\n"
-    ))
-    .unwrap()
+/// Redis at `url` with its stream, and one GitHub source.
+fn redis_settings(url: &str) -> Settings {
+    let mut settings = Settings::default();
+    settings.store.redis_url = ServiceUrl(url.to_owned());
+    settings
+        .sources
+        .insert("github".to_owned(), source("github", "s"));
+    settings.validate().unwrap();
+    settings
 }
 
 #[tokio::test]
 async fn refuses_to_start_when_redis_may_evict_dedup_records() {
     let redis = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
-    let error = App::build(redis_settings(&redis.url(), ""))
+    let error = App::build(redis_settings(&redis.url()))
         .await
         .err()
         .expect("refused");
@@ -220,23 +222,17 @@ async fn refuses_to_start_when_redis_may_evict_dedup_records() {
         message.contains("allkeys-lru") && message.contains("store.allow_eviction"),
         "{message}"
     );
-    assert!(
-        App::build(redis_settings(&redis.url(), "allow_eviction = true"))
-            .await
-            .is_ok()
-    );
+    let mut settings = redis_settings(&redis.url());
+    settings.store.allow_eviction = true;
+    assert!(App::build(settings).await.is_ok());
 }
 
 #[tokio::test]
 async fn unreachable_redis_at_startup_is_a_clear_error() {
-    let port = common::redis::free_port();
-    let error = App::build(redis_settings(
-        &format!("redis://127.0.0.1:{port}"),
-        "timeout = \"200ms\"",
-    ))
-    .await
-    .err()
-    .expect("refused");
+    let port = free_port();
+    let mut settings = redis_settings(&format!("redis://127.0.0.1:{port}"));
+    settings.store.timeout = ms(200);
+    let error = App::build(settings).await.err().expect("refused");
     assert!(
         error.to_string().contains(&format!("127.0.0.1:{port}")),
         "{error}"
@@ -245,14 +241,10 @@ async fn unreachable_redis_at_startup_is_a_clear_error() {
 
 #[tokio::test]
 async fn a_stalled_redis_answers_503_within_the_store_timeout_then_recovers() {
-    let t = TestApp::start_with(
-        Backend::Redis,
-        Extra {
-            store: "timeout = \"200ms\"\n".into(),
-            ..Extra::default()
-        },
-    )
-    .await;
+    let t = TestApp::builder(Backend::Redis)
+        .store(|s| s.timeout = ms(200))
+        .start()
+        .await;
     assert_eq!(
         t.deliver("github", b"{}", &with_id("pre-pause"))
             .await
@@ -278,7 +270,7 @@ async fn a_stalled_redis_answers_503_within_the_store_timeout_then_recovers() {
         .arg("UNPAUSE")
         .query(&mut admin)
         .unwrap();
-    common::eventually(10, "recovery after CLIENT UNPAUSE", || async {
+    eventually(10, "recovery after CLIENT UNPAUSE", || async {
         t.deliver("github", b"{}", &with_id("paused"))
             .await
             .status()
@@ -296,7 +288,7 @@ async fn starts_with_a_warning_when_config_is_not_permitted() {
         .query(&mut redis.connection())
         .unwrap();
     let url = format!("redis://hook:pw@127.0.0.1:{}", redis.port);
-    let settings = redis_settings(&url, "");
+    let settings = redis_settings(&url);
     assert_eq!(
         format!("{:?}", settings.store.redis_url),
         format!("redis://hook:[redacted]@127.0.0.1:{}", redis.port)
@@ -309,7 +301,7 @@ async fn wait_replicas_acknowledges_only_replicated_writes() {
     let primary = RedisServer::start();
     let port = primary.port.to_string();
     let mut replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
-    common::eventually(10, "the replica to sync", || async {
+    eventually(10, "the replica to sync", || async {
         let info: String = redis::cmd("INFO")
             .arg("replication")
             .query(&mut replica.connection())
@@ -317,15 +309,14 @@ async fn wait_replicas_acknowledges_only_replicated_writes() {
         info.contains("master_link_status:up")
     })
     .await;
-    let t = TestApp::start_on(
-        Backend::Redis,
-        Some(primary),
-        Extra {
-            store: "wait_replicas = 1\nwait_timeout = \"300ms\"\n".into(),
-            ..Extra::default()
-        },
-    )
-    .await;
+    let t = TestApp::builder(Backend::Redis)
+        .redis(primary)
+        .store(|s| {
+            s.wait_replicas = 1;
+            s.wait_timeout = ms(300);
+        })
+        .start()
+        .await;
     assert_eq!(
         t.deliver("github", b"{}", &with_id("replicated"))
             .await
@@ -346,14 +337,10 @@ async fn wait_replicas_acknowledges_only_replicated_writes() {
 
 #[tokio::test]
 async fn stream_length_is_sampled_per_stream() {
-    let t = TestApp::start_with(
-        Backend::Redis,
-        Extra {
-            sink: "sample_interval = \"50ms\"\n".into(),
-            ..Extra::default()
-        },
-    )
-    .await;
+    let t = TestApp::builder(Backend::Redis)
+        .sink(|s| s.sample_interval = Some(ms(50)))
+        .start()
+        .await;
     for i in 0..3 {
         assert_eq!(
             t.deliver("github", b"{}", &with_id(&format!("len-{i}")))
@@ -362,8 +349,8 @@ async fn stream_length_is_sampled_per_stream() {
             200
         );
     }
-    common::eventually(5, "the stream length gauge", || async {
-        t.metric(r#"hookonce_stream_length{stream="hookonce:{github}:events"}"#)
+    eventually(5, "the stream length gauge", || async {
+        t.metric(STREAM_LENGTH, &[("stream", "hookonce:{github}:events")])
             .await
             == 3.0
     })

@@ -1,14 +1,14 @@
 //! Two-phase mode's crash window, with a real process killed between publish and completion.
 
-mod common;
-
 use std::time::Duration;
 
-use common::daemon::Daemon;
-use common::nats::NatsServer;
-use common::proxy::Proxy;
-use common::{eventually, RedisServer};
-use hookonce::providers::{self, SignOptions};
+use crate::support::app::provider;
+use crate::support::daemon::Daemon;
+use crate::support::metrics::LEASE_RECLAIMS;
+use crate::support::nats::NatsServer;
+use crate::support::proxy::Proxy;
+use crate::support::settings::source;
+use crate::support::{eventually, RedisServer, SignOptions};
 
 /// The daemon is SIGKILLed after JetStream stored its message but before the ledger marked the
 /// event done. The next delivery after the lease republishes with the same `Nats-Msg-Id`, and
@@ -32,10 +32,8 @@ async fn killed_between_publish_and_completion_the_republish_is_absorbed_by_jets
     let direct = dir.path().join("direct.toml");
     std::fs::write(&direct, config(redis.url())).unwrap();
 
-    let settings = hookonce::config::from_toml(&config(redis.url())).unwrap();
-    let provider = providers::build("gh", &settings.sources["gh"]).unwrap();
     let body = br#"{"crash":"window"}"#;
-    let headers = provider.sign(
+    let headers = provider("gh", &source("github", "s")).sign(
         body,
         &SignOptions {
             event_id: Some("crash-1".into()),
@@ -98,9 +96,7 @@ async fn killed_between_publish_and_completion_the_republish_is_absorbed_by_jets
     assert_eq!(messages.len(), 1, "JetStream did not absorb the republish");
     assert_eq!(messages[0].0, "hookonce:{gh}:d:crash-1");
     assert_eq!(
-        daemon
-            .metric(r#"hookonce_lease_reclaims_total{source="gh"}"#)
-            .await,
+        daemon.metric(LEASE_RECLAIMS, &[("source", "gh")]).await,
         1.0
     );
     let done: String = redis::cmd("GET")

@@ -1,37 +1,14 @@
 //! The `hookonce` binary: check-config, sign, inspect/forget, logs and graceful shutdown.
 
-mod common;
+use std::path::Path;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-use common::daemon::{Daemon, BIN};
-use common::{eventually, finish_slow_request, start_slow_request, RedisServer};
+use crate::support::binary::{hookonce, output_text, printed_headers, write};
+use crate::support::daemon::Daemon;
+use crate::support::http::{finish_slow_request, start_slow_request};
+use crate::support::metrics::IN_FLIGHT;
+use crate::support::{eventually, RedisServer};
 
 const LITERAL_SECRET: &str = "literal-secret-never-printed-9f3a";
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn hookonce(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(BIN);
-    command.args(args).env_remove("HOOKONCE_CONFIG");
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    command.output().unwrap()
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 fn memory_config(dir: &Path) -> String {
     format!(
@@ -52,7 +29,7 @@ fn check_config_prints_the_effective_configuration_with_secrets_redacted() {
         &["check-config", "--config", path.to_str().unwrap()],
         &[("HOOKONCE_TEST_STRIPE", "whsec_from_env_value")],
     );
-    let shown = text(&output);
+    let shown = output_text(&output);
     assert!(output.status.success(), "{shown}");
     assert!(
         shown.contains("env:HOOKONCE_TEST_STRIPE [redacted]"),
@@ -67,7 +44,7 @@ fn check_config_prints_the_effective_configuration_with_secrets_redacted() {
 #[test]
 fn the_embedded_default_configuration_is_valid() {
     let output = hookonce(&["check-config"], &[]);
-    let shown = text(&output);
+    let shown = output_text(&output);
     assert!(output.status.success(), "{shown}");
     assert!(
         shown.contains("backend = \"memory\"") && shown.contains("[sources.demo]"),
@@ -99,6 +76,8 @@ fn configuration_errors_name_the_key_and_exit_non_zero() {
         ("[sink]\nkind = \"stdout\"\nmax_len = 5\n", &[], "sink.max_len"),
         ("[sink]\nkind = \"http\"\nurl = \"http://w\"\n[sink.headers]\nX-Token = \"env:HOOKONCE_TEST_UNSET_TOKEN\"\n", &[], "sink.headers.X-Token"),
         ("", &[("HOOKONCE__STORE__WAIT_REPLICAS", "1")], "store.wait_replicas"),
+        ("[sink]\nkind = \"redis_stream\"\n", &[("HOOKONCE__STORE__BACKEND", "redis"), ("HOOKONCE__STORE__WAIT_REPLICAS", "1"), ("HOOKONCE__STORE__WAIT_TIMEOUT", "0s")], "store.wait_timeout"),
+        ("[sink]\nkind = \"redis_stream\"\n", &[("HOOKONCE__STORE__BACKEND", "redis"), ("HOOKONCE__STORE__WAIT_REPLICAS", "1"), ("HOOKONCE__STORE__WAIT_TIMEOUT", "1s")], "store.wait_timeout"),
     ];
     for (extra, env, key) in cases {
         let sink = if extra.starts_with("[sink]") {
@@ -111,7 +90,7 @@ fn configuration_errors_name_the_key_and_exit_non_zero() {
         );
         let path = write(dir.path(), "bad.toml", &config);
         let output = hookonce(&["check-config", "--config", path.to_str().unwrap()], env);
-        let shown = text(&output);
+        let shown = output_text(&output);
         assert!(
             !output.status.success(),
             "accepted: {extra} {env:?}\n{shown}"
@@ -123,7 +102,7 @@ fn configuration_errors_name_the_key_and_exit_non_zero() {
         &[],
     );
     assert!(!missing.status.success());
-    assert!(text(&missing).contains("/nonexistent/hookonce.toml"));
+    assert!(output_text(&missing).contains("/nonexistent/hookonce.toml"));
 }
 
 fn sign(config: &Path, source: &str, body_file: &Path, extra: &[&str]) -> Vec<(String, String)> {
@@ -138,23 +117,12 @@ fn sign(config: &Path, source: &str, body_file: &Path, extra: &[&str]) -> Vec<(S
     ];
     args.extend_from_slice(extra);
     let output = hookonce(&args, &[]);
-    assert!(output.status.success(), "{}", text(&output));
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| {
-            let (name, value) = line.split_once(": ").expect("Name: value");
-            (name.to_owned(), value.to_owned())
-        })
-        .collect()
+    assert!(output.status.success(), "{}", output_text(&output));
+    printed_headers(&output.stdout)
 }
 
 async fn post(url: &str, body: &[u8], headers: &[(String, String)]) -> reqwest::Response {
-    let mut request = reqwest::Client::new().post(url).body(body.to_vec());
-    for (name, value) in headers {
-        request = request.header(name.as_str(), value.as_str());
-    }
-    request.send().await.unwrap()
+    crate::support::http::post(&reqwest::Client::new(), url, body, headers).await
 }
 
 #[tokio::test]
@@ -230,7 +198,7 @@ async fn sigterm_stops_accepting_and_drains_in_flight_requests() {
     let slow = start_slow_request(addr, "/webhooks/demo", &headers, body).await;
     let d = &daemon;
     eventually(10, "the request to be in flight", move || async move {
-        d.metric("hookonce_requests_in_flight").await == 1.0
+        d.metric(IN_FLIGHT, &[]).await == 1.0
     })
     .await;
 
@@ -269,7 +237,7 @@ async fn inspect_and_forget_a_dedup_record() {
 
     let cfg = config.to_str().unwrap();
     let inspect = hookonce(&["inspect", "--config", cfg, "gh", "redeliver-me"], &[]);
-    let shown = text(&inspect);
+    let shown = output_text(&inspect);
     assert!(inspect.status.success(), "{shown}");
     assert!(
         shown.contains("hookonce:{gh}:d:redeliver-me") && shown.contains("entry_id:"),
@@ -277,7 +245,7 @@ async fn inspect_and_forget_a_dedup_record() {
     );
 
     let forget = hookonce(&["forget", "--config", cfg, "gh", "redeliver-me"], &[]);
-    assert!(forget.status.success(), "{}", text(&forget));
+    assert!(forget.status.success(), "{}", output_text(&forget));
     let again = post(&url, b"{}", &headers).await;
     assert_eq!(again.status(), 200);
     assert!(again.headers().get("idempotency-replayed").is_none());

@@ -1,9 +1,11 @@
-//! The behavioural suite of DESIGN §2, run against a real redis-server and the memory store alike.
+//! The behavioural suite (docs/design.md, "Outcomes and status codes"), run against a real
+//! redis-server and the memory store alike.
 
-mod common;
-
-use common::{now, now_unix, stripe_body, with_id, Backend, Extra, TestApp};
-use hookonce::providers::SignOptions;
+use crate::support::metrics::{DUPLICATE_HITS, EVENTS, HTTP_REQUESTS};
+use crate::support::settings::{secs, source, ByteSize, SourceSettings};
+use crate::support::{
+    both_backends, now, now_unix, stripe_body, with_id, Backend, SignOptions, TestApp,
+};
 
 async fn forwarded_then_duplicate_replays_the_first_ack(backend: Backend) {
     let t = TestApp::start(backend).await;
@@ -23,22 +25,18 @@ async fn forwarded_then_duplicate_replays_the_first_ack(backend: Backend) {
     assert_eq!(entries[0].0, "evt_replay_1");
     assert_eq!(entries[0].1, body);
     assert_eq!(
-        t.metric(r#"hookonce_events_total{source="stripe",outcome="forwarded"}"#)
+        t.metric(EVENTS, &[("source", "stripe"), ("outcome", "forwarded")])
             .await,
         1.0
     );
     assert_eq!(
-        t.metric(r#"hookonce_events_total{source="stripe",outcome="duplicate"}"#)
+        t.metric(EVENTS, &[("source", "stripe"), ("outcome", "duplicate")])
             .await,
         1.0
     );
+    assert_eq!(t.metric(DUPLICATE_HITS, &[("source", "stripe")]).await, 1.0);
     assert_eq!(
-        t.metric(r#"hookonce_duplicate_hits_total{source="stripe"}"#)
-            .await,
-        1.0
-    );
-    assert_eq!(
-        t.metric(r#"hookonce_http_requests_total{source="stripe",status="200"}"#)
+        t.metric(HTTP_REQUESTS, &[("source", "stripe"), ("status", "200")])
             .await,
         2.0
     );
@@ -64,13 +62,15 @@ async fn same_id_with_another_payload_is_a_mismatch(backend: Backend) {
     assert_eq!(t.entries("stripe").len(), 1);
     assert_eq!(t.stored(), stored);
     assert_eq!(
-        t.metric(r#"hookonce_events_total{source="stripe",outcome="payload_mismatch"}"#)
-            .await,
+        t.metric(
+            EVENTS,
+            &[("source", "stripe"), ("outcome", "payload_mismatch")]
+        )
+        .await,
         1.0
     );
 }
 
-/// Every rejection answers its documented status, writes nothing and is counted.
 /// Stripe reports delivery progress (`pending_webhooks`) inside the event; a retry can carry
 /// another count and is still the same event. Any other difference is a mismatch.
 async fn a_stripe_retry_with_another_pending_webhooks_count_is_a_duplicate(backend: Backend) {
@@ -104,15 +104,12 @@ async fn a_stripe_retry_with_another_pending_webhooks_count_is_a_duplicate(backe
     );
 }
 
+/// Every rejection answers its documented status, writes nothing and is counted.
 async fn rejections_write_nothing_and_are_counted(backend: Backend) {
-    let t = TestApp::start_with(
-        backend,
-        Extra {
-            server: "body_limit = \"4KiB\"\n".into(),
-            ..Extra::default()
-        },
-    )
-    .await;
+    let t = TestApp::builder(backend)
+        .server(|s| s.body_limit = ByteSize(4 << 10))
+        .start()
+        .await;
     let stored = t.stored();
     let body = stripe_body("evt_reject", 500);
     let signed = t.sign("stripe", &body, &now());
@@ -178,41 +175,20 @@ async fn rejections_write_nothing_and_are_counted(backend: Backend) {
 
     assert_eq!(t.stored(), stored, "a rejected request wrote to the store");
     assert!(t.entries("stripe").is_empty());
-    for (series, count) in [
-        (
-            r#"hookonce_events_total{source="stripe",outcome="invalid_signature"}"#,
-            3.0,
-        ),
-        (
-            r#"hookonce_events_total{source="stripe",outcome="stale_timestamp"}"#,
-            1.0,
-        ),
-        (
-            r#"hookonce_events_total{source="stripe",outcome="malformed"}"#,
-            4.0,
-        ),
-        (
-            r#"hookonce_events_total{source="github",outcome="malformed"}"#,
-            1.0,
-        ),
-        (
-            r#"hookonce_events_total{source="stripe",outcome="too_large"}"#,
-            1.0,
-        ),
-        (
-            r#"hookonce_events_total{source="_unknown",outcome="unknown_source"}"#,
-            1.0,
-        ),
-        (
-            r#"hookonce_http_requests_total{source="stripe",status="401"}"#,
-            4.0,
-        ),
-        (
-            r#"hookonce_http_requests_total{source="_unknown",status="404"}"#,
-            1.0,
-        ),
+    for (source, outcome, count) in [
+        ("stripe", "invalid_signature", 3.0),
+        ("stripe", "stale_timestamp", 1.0),
+        ("stripe", "malformed", 4.0),
+        ("github", "malformed", 1.0),
+        ("stripe", "too_large", 1.0),
+        ("_unknown", "unknown_source", 1.0),
     ] {
-        assert_eq!(t.metric(series).await, count, "{series}");
+        let labels = [("source", source), ("outcome", outcome)];
+        assert_eq!(t.metric(EVENTS, &labels).await, count, "{labels:?}");
+    }
+    for (source, status, count) in [("stripe", "401", 4.0), ("_unknown", "404", 1.0)] {
+        let labels = [("source", source), ("status", status)];
+        assert_eq!(t.metric(HTTP_REQUESTS, &labels).await, count, "{labels:?}");
     }
 }
 
@@ -232,12 +208,12 @@ async fn concurrent_deliveries_of_one_event_forward_once(backend: Backend) {
     }
     assert_eq!(t.entries("stripe").len(), 1);
     assert_eq!(
-        t.metric(r#"hookonce_events_total{source="stripe",outcome="forwarded"}"#)
+        t.metric(EVENTS, &[("source", "stripe"), ("outcome", "forwarded")])
             .await,
         1.0
     );
     assert_eq!(
-        t.metric(r#"hookonce_events_total{source="stripe",outcome="duplicate"}"#)
+        t.metric(EVENTS, &[("source", "stripe"), ("outcome", "duplicate")])
             .await,
         63.0
     );
@@ -276,8 +252,7 @@ async fn thousand_events_three_deliveries_each(backend: Backend) {
         assert_eq!(body, &bodies[i], "body of {id} is not byte-identical");
     }
     assert_eq!(
-        t.metric(r#"hookonce_duplicate_hits_total{source="stripe"}"#)
-            .await,
+        t.metric(DUPLICATE_HITS, &[("source", "stripe")]).await,
         2000.0
     );
 }
@@ -305,16 +280,14 @@ async fn header_carried_ids_deduplicate_across_resigned_retries(backend: Backend
 }
 
 async fn records_expire_after_the_dedup_ttl(backend: Backend) {
-    let t = TestApp::start_with(
-        backend,
-        Extra {
-            sources:
-                "[sources.short]\nprovider = \"github\"\nsecrets = [\"s\"]\ndedup_ttl = \"1s\"\n"
-                    .into(),
-            ..Extra::default()
-        },
-    )
-    .await;
+    let short = SourceSettings {
+        dedup_ttl: Some(secs(1)),
+        ..source("github", "s")
+    };
+    let t = TestApp::builder(backend)
+        .source("short", short)
+        .start()
+        .await;
     assert_eq!(
         t.deliver("short", b"{}", &with_id("once")).await.status(),
         200
@@ -355,18 +328,14 @@ both_backends!(
 );
 
 mod memory_only {
-    use super::common::{with_id, Backend, Extra, TestApp};
+    use crate::support::{with_id, Backend, TestApp};
 
     #[tokio::test]
     async fn a_full_memory_store_refuses_new_events_but_still_answers_duplicates() {
-        let t = TestApp::start_with(
-            Backend::Memory,
-            Extra {
-                store: "memory_max_records = 2\n".into(),
-                ..Extra::default()
-            },
-        )
-        .await;
+        let t = TestApp::builder(Backend::Memory)
+            .store(|s| s.memory_max_records = 2)
+            .start()
+            .await;
         assert_eq!(
             t.deliver("github", b"{}", &with_id("one")).await.status(),
             200

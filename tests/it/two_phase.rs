@@ -1,33 +1,45 @@
-//! Two-phase mode (DESIGN §5): the HTTP and NATS JetStream sinks over the Redis and memory ledgers.
+//! Two-phase mode (docs/design.md, "Guarantees and their limits"): the HTTP and NATS JetStream
+//! sinks over the Redis and memory ledgers.
 
-mod common;
-
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::nats::NatsServer;
-use common::worker::Worker;
-use common::{eventually, with_id, Backend, Extra, TestApp};
+use crate::support::metrics::{EVENTS, FORWARDS, HTTP_REQUESTS, LEASE_RECLAIMS};
+use crate::support::nats::NatsServer;
+use crate::support::settings::{
+    ms, secs, HumanDuration, Secret, ServiceUrl, SinkKind, SinkSettings,
+};
+use crate::support::worker::Worker;
+use crate::support::{both_backends, eventually, with_id, Backend, TestApp};
 
-fn http_sink(worker: &Worker, lease: &str) -> Extra {
+/// The HTTP sink to `worker`, its `Authorization` header read from the environment.
+fn http_sink(worker: &Worker, lease: HumanDuration) -> SinkSettings {
     std::env::set_var("HOOKONCE_TEST_WORKER_TOKEN", "Bearer worker-token");
-    Extra {
-        sink: format!(
-            "kind = \"http\"\nurl = \"{}\"\ntimeout = \"2s\"\nlease = \"{lease}\"\n[sink.headers]\nAuthorization = \"env:HOOKONCE_TEST_WORKER_TOKEN\"\n",
-            worker.url()
-        ),
-        ..Extra::default()
+    let token = Secret::resolve("env:HOOKONCE_TEST_WORKER_TOKEN").unwrap();
+    SinkSettings {
+        kind: SinkKind::Http,
+        url: Some(worker.url()),
+        timeout: Some(secs(2)),
+        lease: Some(lease),
+        headers: BTreeMap::from([("Authorization".to_owned(), token)]),
+        ..SinkSettings::default()
     }
 }
 
-fn nats_sink(nats: &NatsServer) -> Extra {
-    Extra {
-        sink: format!(
-            "kind = \"nats\"\nnats_url = \"{}\"\ntimeout = \"1s\"\nlease = \"2s\"\n",
-            nats.url()
-        ),
-        ..Extra::default()
+fn nats_sink(nats: &NatsServer) -> SinkSettings {
+    SinkSettings {
+        kind: SinkKind::Nats,
+        nats_url: Some(ServiceUrl(nats.url())),
+        timeout: Some(secs(1)),
+        lease: Some(secs(2)),
+        ..SinkSettings::default()
     }
+}
+
+/// A daemon on `backend` forwarding to `sink`.
+async fn start(backend: Backend, sink: SinkSettings) -> TestApp {
+    TestApp::builder(backend).sink(|s| *s = sink).start().await
 }
 
 /// Delivers like a provider: retries 409 and 503 until a 2xx, then returns that response.
@@ -50,7 +62,7 @@ async fn deliver_until_accepted(
 
 async fn http_worker_gets_one_post_per_event(backend: Backend) {
     let worker = Worker::start().await;
-    let t = TestApp::start_with(backend, http_sink(&worker, "30s")).await;
+    let t = start(backend, http_sink(&worker, secs(30))).await;
     let body = br#"{"type":"invoice.paid"}"#;
     let first = t.deliver("github", body, &with_id("http-1")).await;
     assert_eq!(first.status(), 200);
@@ -70,7 +82,7 @@ async fn http_worker_gets_one_post_per_event(backend: Backend) {
 
 async fn a_slow_worker_makes_concurrent_deliveries_in_flight(backend: Backend) {
     let worker = Worker::start().await;
-    let t = Arc::new(TestApp::start_with(backend, http_sink(&worker, "30s")).await);
+    let t = Arc::new(start(backend, http_sink(&worker, secs(30))).await);
     worker.hold();
     let first = {
         let t = Arc::clone(&t);
@@ -100,12 +112,12 @@ async fn a_slow_worker_makes_concurrent_deliveries_in_flight(backend: Backend) {
     );
     assert_eq!(worker.received().len(), 1);
     assert_eq!(
-        t.metric(r#"hookonce_events_total{source="github",outcome="in_flight"}"#)
+        t.metric(EVENTS, &[("source", "github"), ("outcome", "in_flight")])
             .await,
         5.0
     );
     assert_eq!(
-        t.metric(r#"hookonce_http_requests_total{source="github",status="409"}"#)
+        t.metric(HTTP_REQUESTS, &[("source", "github"), ("status", "409")])
             .await,
         5.0
     );
@@ -113,7 +125,7 @@ async fn a_slow_worker_makes_concurrent_deliveries_in_flight(backend: Backend) {
 
 async fn a_failing_worker_releases_the_claim(backend: Backend) {
     let worker = Worker::start().await;
-    let t = TestApp::start_with(backend, http_sink(&worker, "30s")).await;
+    let t = start(backend, http_sink(&worker, secs(30))).await;
     worker.answer(500);
     let failed = t.deliver("github", b"{}", &with_id("fail-1")).await;
     assert_eq!(failed.status(), 503);
@@ -134,16 +146,12 @@ async fn a_failing_worker_releases_the_claim(backend: Backend) {
     );
     // One failed POST, one that completed; the duplicate never reached the worker.
     assert_eq!(worker.received().len(), 2);
-    assert_eq!(
-        t.metric(r#"hookonce_forward_duration_seconds_count{sink="http"}"#)
-            .await,
-        3.0
-    );
+    assert_eq!(t.metric(FORWARDS, &[("sink", "http")]).await, 3.0);
 }
 
 async fn an_expired_lease_is_reclaimed_and_counted(backend: Backend) {
     let worker = Worker::start().await;
-    let t = Arc::new(TestApp::start_with(backend, http_sink(&worker, "200ms")).await);
+    let t = Arc::new(start(backend, http_sink(&worker, ms(200))).await);
     worker.hold();
     let first = {
         let t = Arc::clone(&t);
@@ -178,16 +186,12 @@ async fn an_expired_lease_is_reclaimed_and_counted(backend: Backend) {
         received[0].headers["idempotency-key"],
         received[1].headers["idempotency-key"]
     );
-    assert_eq!(
-        t.metric(r#"hookonce_lease_reclaims_total{source="github"}"#)
-            .await,
-        1.0
-    );
+    assert_eq!(t.metric(LEASE_RECLAIMS, &[("source", "github")]).await, 1.0);
 }
 
 async fn nats_forwards_each_event_once_under_concurrency(backend: Backend) {
     let nats = NatsServer::start();
-    let t = Arc::new(TestApp::start_with(backend, nats_sink(&nats)).await);
+    let t = Arc::new(start(backend, nats_sink(&nats)).await);
     // 20 events × 3 deliveries, dealt round-robin to 16 concurrent clients.
     let mut clients = Vec::new();
     for client in 0..16 {
@@ -212,12 +216,12 @@ async fn nats_forwards_each_event_once_under_concurrency(backend: Backend) {
     assert_eq!(ids.len(), 20, "Nats-Msg-Id values are not distinct");
     assert!(ids.contains(&"hookonce:{github}:d:nats-7"));
     assert_eq!(
-        t.metric(r#"hookonce_events_total{source="github",outcome="forwarded"}"#)
+        t.metric(EVENTS, &[("source", "github"), ("outcome", "forwarded")])
             .await,
         20.0
     );
     assert_eq!(
-        t.metric(r#"hookonce_events_total{source="github",outcome="duplicate"}"#)
+        t.metric(EVENTS, &[("source", "github"), ("outcome", "duplicate")])
             .await,
         40.0
     );
@@ -225,7 +229,7 @@ async fn nats_forwards_each_event_once_under_concurrency(backend: Backend) {
 
 async fn nats_down_answers_503_then_recovers(backend: Backend) {
     let mut nats = NatsServer::start();
-    let t = TestApp::start_with(backend, nats_sink(&nats)).await;
+    let t = start(backend, nats_sink(&nats)).await;
     assert_eq!(
         t.deliver("github", b"{}", &with_id("up-1")).await.status(),
         200
@@ -252,9 +256,11 @@ async fn nats_down_answers_503_then_recovers(backend: Backend) {
 /// the provider's retry then finds the event done instead of publishing it again.
 async fn a_request_timeout_does_not_strand_or_repeat_a_publish(backend: Backend) {
     let worker = Worker::start().await;
-    let mut extra = http_sink(&worker, "30s");
-    extra.server = "request_timeout = \"300ms\"\n".into();
-    let t = TestApp::start_with(backend, extra).await;
+    let t = TestApp::builder(backend)
+        .sink(|s| *s = http_sink(&worker, secs(30)))
+        .server(|s| s.request_timeout = ms(300))
+        .start()
+        .await;
     worker.hold();
     let started = std::time::Instant::now();
     let timed_out = t.deliver("github", b"{}", &with_id("timeout-1")).await;

@@ -1,0 +1,11 @@
+//! The integration suite, one test binary: real daemons over loopback against real
+//! redis-server and nats-server processes. Each module is one topic; `support` is the harness.
+
+mod behaviour;
+mod cli;
+mod crash;
+mod providers;
+mod redis_store;
+mod server;
+mod support;
+mod two_phase;

@@ -1,0 +1,9 @@
+//! The provider suites: every provider end to end, Adyen batches, handshakes and retries, the
+//! `sign` command, and the example configurations and README they are documented by.
+
+mod adyen;
+mod cases;
+mod end_to_end;
+mod examples;
+mod handshakes_and_retries;
+mod sign_command;

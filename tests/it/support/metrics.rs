@@ -1,0 +1,83 @@
+//! Reading `/metrics`: every series a test asserts on is formatted here, from a name and labels.
+
+use std::net::SocketAddr;
+
+/// `hookonce_events_total{source,outcome}`: one count per outcome of each event.
+pub const EVENTS: &str = "hookonce_events_total";
+/// `hookonce_http_requests_total{source,status}`.
+pub const HTTP_REQUESTS: &str = "hookonce_http_requests_total";
+/// `hookonce_duplicate_hits_total{source}`.
+pub const DUPLICATE_HITS: &str = "hookonce_duplicate_hits_total";
+/// `hookonce_lease_reclaims_total{source}`.
+pub const LEASE_RECLAIMS: &str = "hookonce_lease_reclaims_total";
+/// `hookonce_forward_duration_seconds_count{sink}`: forwards attempted, answered or not.
+pub const FORWARDS: &str = "hookonce_forward_duration_seconds_count";
+/// `hookonce_requests_in_flight` (gauge).
+pub const IN_FLIGHT: &str = "hookonce_requests_in_flight";
+/// `hookonce_ready` (gauge): 1 while `/readyz` answers 200.
+pub const READY: &str = "hookonce_ready";
+/// `hookonce_stream_length{stream}` (gauge).
+pub const STREAM_LENGTH: &str = "hookonce_stream_length";
+
+/// The `/metrics` page served on `addr`.
+pub async fn scrape(client: &reqwest::Client, addr: SocketAddr) -> String {
+    client
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// A series as the exposition format writes it: `name{a="1",b="2"}`, labels in the given order.
+pub fn series(name: &str, labels: &[(&str, &str)]) -> String {
+    if labels.is_empty() {
+        return name.to_owned();
+    }
+    let labels: Vec<String> = labels
+        .iter()
+        .map(|(label, value)| format!("{label}=\"{value}\""))
+        .collect();
+    format!("{name}{{{}}}", labels.join(","))
+}
+
+/// The value of one series in a `/metrics` page, 0 when absent.
+pub fn value(page: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let series = series(name, labels);
+    page.lines()
+        .find_map(|line| {
+            line.strip_prefix(series.as_str())
+                .and_then(|rest| rest.strip_prefix(' '))
+                .map(|v| v.trim().parse::<f64>().unwrap())
+        })
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn series_are_written_as_the_exposition_format_does() {
+    assert_eq!(series(IN_FLIGHT, &[]), "hookonce_requests_in_flight");
+    let events = series(EVENTS, &[("source", "stripe"), ("outcome", "forwarded")]);
+    assert_eq!(
+        events,
+        r#"hookonce_events_total{source="stripe",outcome="forwarded"}"#
+    );
+    let page = format!("# TYPE {EVENTS} counter\n{events} 3\n{EVENTS}{{source=\"stripe\",outcome=\"forwarded_x\"}} 9\n");
+    assert_eq!(
+        value(
+            &page,
+            EVENTS,
+            &[("source", "stripe"), ("outcome", "forwarded")]
+        ),
+        3.0
+    );
+    assert_eq!(
+        value(
+            &page,
+            EVENTS,
+            &[("source", "github"), ("outcome", "forwarded")]
+        ),
+        0.0
+    );
+}

@@ -125,97 +125,30 @@ fn finish(
 }
 
 impl Settings {
-    /// Cross-key checks that serde cannot express.
+    /// Checks that serde cannot express: each section's own, then those across sections.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let server = &self.server;
-        if server.body_limit.0 == 0 {
-            return Err(ConfigError::invalid(
-                "server.body_limit",
-                "must be above zero",
-            ));
-        }
-        if server.max_in_flight == 0 {
-            return Err(ConfigError::invalid(
-                "server.max_in_flight",
-                "must be above zero",
-            ));
-        }
-        for (key, value) in [
-            ("server.request_timeout", server.request_timeout),
-            ("server.header_read_timeout", server.header_read_timeout),
-            ("store.timeout", self.store.timeout),
-        ] {
-            if value.0.is_zero() {
-                return Err(ConfigError::invalid(key, "must be above zero"));
-            }
-        }
-        if self.store.key_prefix.is_empty() || self.store.key_prefix.contains(['{', '}']) {
-            return Err(ConfigError::invalid(
-                "store.key_prefix",
-                "must be non-empty and contain no braces (they would change the hash slot)",
-            ));
-        }
-        if self.store.backend == StoreBackend::Memory && self.store.memory_max_records == 0 {
-            return Err(ConfigError::invalid(
-                "store.memory_max_records",
-                "must be above zero",
-            ));
-        }
-        if self.store.backend == StoreBackend::Redis
-            && !(self.store.redis_url.0.starts_with("redis://")
-                || self.store.redis_url.0.starts_with("rediss://")
-                || self.store.redis_url.0.starts_with("redis+unix://")
-                || self.store.redis_url.0.starts_with("unix://"))
-        {
-            return Err(ConfigError::invalid(
-                "store.redis_url",
-                "must start with redis://, rediss:// or unix://",
-            ));
-        }
-        if self.sink.kind == SinkKind::RedisStream && self.store.backend == StoreBackend::Memory {
+        self.server.validate()?;
+        self.store.validate()?;
+        self.sink.validate()?;
+        let atomic = self.sink.kind == SinkKind::RedisStream;
+        if atomic && self.store.backend == StoreBackend::Memory {
             return Err(ConfigError::invalid(
                 "sink.kind",
                 "redis_stream needs store.backend = \"redis\" (the memory store has no stream)",
             ));
         }
-        let atomic = self.sink.kind == SinkKind::RedisStream;
         if self.store.wait_replicas > 0 && !atomic {
             return Err(ConfigError::invalid(
                 "store.wait_replicas",
                 "applies to sink.kind = \"redis_stream\" only",
             ));
         }
-        if self.store.wait_replicas > 0 {
-            let wait = self.store.wait_timeout.0;
-            // WAIT 0 blocks forever, and WAIT runs on a connection whose every call is cut off at
-            // store.timeout: a longer wait would be answered 503 by the timeout, not by WAIT.
-            if wait.is_zero() || wait >= self.store.timeout.0 {
-                return Err(ConfigError::invalid(
-                    "store.wait_timeout",
-                    "must be above zero and below store.timeout when store.wait_replicas is set",
-                ));
-            }
-        }
-        self.sink.validate()?;
         if self.sources.is_empty() {
             return Err(ConfigError::invalid("sources", "no source is configured"));
         }
         for (name, source) in &self.sources {
             validate_source_name(name)?;
-            if source.secrets.is_empty() {
-                return Err(ConfigError::invalid(
-                    format!("sources.{name}.secrets"),
-                    "at least one secret is required",
-                ));
-            }
-            if let Some(ttl) = source.dedup_ttl {
-                if ttl.0.as_millis() < 1000 {
-                    return Err(ConfigError::invalid(
-                        format!("sources.{name}.dedup_ttl"),
-                        "must be at least 1s",
-                    ));
-                }
-            }
+            source.validate(name)?;
         }
         Ok(())
     }

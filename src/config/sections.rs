@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ByteSize, HumanDuration};
+use super::{ByteSize, ConfigError, HumanDuration};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -131,4 +131,75 @@ impl Serialize for ServiceUrl {
 
 fn secs(n: u64) -> HumanDuration {
     HumanDuration(std::time::Duration::from_secs(n))
+}
+
+impl ServerSettings {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.body_limit.0 == 0 {
+            return Err(ConfigError::invalid(
+                "server.body_limit",
+                "must be above zero",
+            ));
+        }
+        if self.max_in_flight == 0 {
+            return Err(ConfigError::invalid(
+                "server.max_in_flight",
+                "must be above zero",
+            ));
+        }
+        for (key, value) in [
+            ("server.request_timeout", self.request_timeout),
+            ("server.header_read_timeout", self.header_read_timeout),
+        ] {
+            if value.0.is_zero() {
+                return Err(ConfigError::invalid(key, "must be above zero"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl StoreSettings {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.timeout.0.is_zero() {
+            return Err(ConfigError::invalid("store.timeout", "must be above zero"));
+        }
+        if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}']) {
+            return Err(ConfigError::invalid(
+                "store.key_prefix",
+                "must be non-empty and contain no braces (they would change the hash slot)",
+            ));
+        }
+        match self.backend {
+            StoreBackend::Memory if self.memory_max_records == 0 => {
+                return Err(ConfigError::invalid(
+                    "store.memory_max_records",
+                    "must be above zero",
+                ));
+            }
+            StoreBackend::Redis
+                if !["redis://", "rediss://", "redis+unix://", "unix://"]
+                    .iter()
+                    .any(|scheme| self.redis_url.0.starts_with(scheme)) =>
+            {
+                return Err(ConfigError::invalid(
+                    "store.redis_url",
+                    "must start with redis://, rediss:// or unix://",
+                ));
+            }
+            _ => {}
+        }
+        if self.wait_replicas > 0 {
+            let wait = self.wait_timeout.0;
+            // WAIT 0 blocks forever, and WAIT runs on a connection whose every call is cut off at
+            // store.timeout: a longer wait would be answered 503 by the timeout, not by WAIT.
+            if wait.is_zero() || wait >= self.timeout.0 {
+                return Err(ConfigError::invalid(
+                    "store.wait_timeout",
+                    "must be above zero and below store.timeout when store.wait_replicas is set",
+                ));
+            }
+        }
+        Ok(())
+    }
 }

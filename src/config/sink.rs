@@ -159,6 +159,11 @@ impl SinkSettings {
                 format!("required when sink.kind = {:?}", self.kind.label()),
             ));
         }
+        self.validate_values()
+    }
+
+    /// Checks the values of the keys that are set.
+    fn validate_values(&self) -> Result<(), ConfigError> {
         for (key, value) in [
             ("lease", self.lease),
             ("timeout", self.timeout),

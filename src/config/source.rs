@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::values::{one_or_many, HumanDuration, Secret};
+use super::ConfigError;
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -57,4 +58,25 @@ pub struct SourceSettings {
     /// Generic: header holding the signed timestamp (unix seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamp_header: Option<String>,
+}
+
+impl SourceSettings {
+    /// The checks every provider shares; a provider's own keys are checked by the provider.
+    pub(super) fn validate(&self, name: &str) -> Result<(), ConfigError> {
+        if self.secrets.is_empty() {
+            return Err(ConfigError::invalid(
+                format!("sources.{name}.secrets"),
+                "at least one secret is required",
+            ));
+        }
+        if let Some(ttl) = self.dedup_ttl {
+            if ttl.0.as_millis() < 1000 {
+                return Err(ConfigError::invalid(
+                    format!("sources.{name}.dedup_ttl"),
+                    "must be at least 1s",
+                ));
+            }
+        }
+        Ok(())
+    }
 }

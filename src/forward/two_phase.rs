@@ -44,28 +44,42 @@ impl TwoPhaseForwarder {
         }
     }
 
-    async fn run(&self, delivery: Delivery<'_>) -> Result<Forwarded, ForwardError> {
-        let target = delivery.target;
-        let event = delivery.event;
-        let key = target.record_key(event.event_id());
-        let fingerprint = delivery.fingerprint().encode();
-        let (token, reclaimed) = loop {
+    /// Claims the event, waiting for a holder in this process where allowed. `Err(answer)` when
+    /// the claim settles the delivery without a publish (duplicate, mismatch, in flight).
+    async fn claim(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        hold: Duration,
+    ) -> Result<Result<(String, bool), Forwarded>, ForwardError> {
+        loop {
             match self
                 .ledger
-                .claim(&key, &fingerprint, self.lease, target.dedup_ttl)
+                .claim(key, fingerprint, self.lease, hold)
                 .await?
             {
-                Claim::Claimed { token, reclaimed } => break (token, reclaimed),
-                Claim::Done { ack } => return Ok(Forwarded::Duplicate { entry_id: ack }),
-                Claim::Mismatch => return Ok(Forwarded::Mismatch),
+                Claim::Claimed { token, reclaimed } => return Ok(Ok((token, reclaimed))),
+                Claim::Done { ack } => return Ok(Err(Forwarded::Duplicate { entry_id: ack })),
+                Claim::Mismatch => return Ok(Err(Forwarded::Mismatch)),
                 Claim::InFlight {
                     wait: Some(mut wait),
                 } if self.wait_in_flight => {
                     // Woken when the holder completes or releases; bounded by the lease.
                     let _ = tokio::time::timeout(self.lease, wait.changed()).await;
                 }
-                Claim::InFlight { .. } => return Ok(Forwarded::InFlight),
+                Claim::InFlight { .. } => return Ok(Err(Forwarded::InFlight)),
             }
+        }
+    }
+
+    async fn run(&self, delivery: Delivery<'_>) -> Result<Forwarded, ForwardError> {
+        let target = delivery.target;
+        let event = delivery.event;
+        let key = target.record_key(event.event_id());
+        let fingerprint = delivery.fingerprint().encode();
+        let (token, reclaimed) = match self.claim(&key, &fingerprint, target.dedup_ttl).await? {
+            Ok(claimed) => claimed,
+            Err(answer) => return Ok(answer),
         };
         let message = Message {
             dedup_key: key.clone(),

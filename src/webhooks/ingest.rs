@@ -19,7 +19,7 @@ use super::Source;
 use crate::forward::{Delivery, ForwardError, Forwarded, Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics, UNKNOWN_SOURCE};
 use crate::outcome::Outcome;
-use crate::providers::{Ack, RawRequest, Verified, VerifyError};
+use crate::providers::{Ack, RawRequest, Verified, VerifiedEvent, VerifyError};
 use crate::util::unix_ms;
 
 /// The request pipeline shared by every connection.
@@ -145,6 +145,18 @@ impl Ingest {
         let content_type = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok());
+        self.forward_events(source, &events, received_at_ms, content_type)
+            .await
+    }
+
+    /// Forwards every event of one verified request; the reply speaks for the worst outcome.
+    async fn forward_events(
+        &self,
+        source: &Source,
+        events: &[VerifiedEvent],
+        received_at_ms: u64,
+        content_type: Option<&str>,
+    ) -> Reply {
         let forward = |event| {
             let delivery = Delivery {
                 target: &source.target,

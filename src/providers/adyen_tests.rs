@@ -208,12 +208,12 @@ fn answers_accepted_and_validates_keys() {
     let provider = adyen(&[KEY]);
     assert_eq!(provider.ack().body, "[accepted]");
     assert_eq!(provider.ack().content_type, "text/plain");
-    let error = config_error(Adyen::from_settings(
+    let error = config_error(super::super::build(
         "ady",
         &settings("adyen", &[KEY, "not-hex"], json!({})),
     ));
     assert!(error.starts_with("sources.ady.secrets[1]:"), "{error}");
-    let error = config_error(Adyen::from_settings(
+    let error = config_error(super::super::build(
         "ady",
         &settings("adyen", &[KEY], json!({ "tolerance": "5m" })),
     ));

@@ -28,13 +28,14 @@ use http::HeaderName;
 use crate::config::{ConfigError, SourceSettings};
 
 use super::extract::{id_at, parse_body, required, type_at, Pointer};
+use super::secrets;
 use super::signing::{
-    base64, check_timestamp, keyed_macs, parse_unix, random_uuid, tolerance_secs, utf8_secret,
-    AnyHmac, Candidates,
+    base64, check_timestamp, keyed_macs, parse_unix, random_uuid, tolerance_secs, AnyHmac,
+    Candidates,
 };
 use super::{
-    header_or_empty, id_from_header, reject_unused_keys, Provider, RawRequest, SignOptions,
-    Verified, VerifiedEvent, VerifyError,
+    header_or_empty, id_from_header, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
+    VerifyError,
 };
 
 const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
@@ -42,7 +43,8 @@ const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
 /// Most pieces a `signed_content` template may have; real schemes use three or four.
 const MAX_PARTS: usize = 16;
 
-const KEYS: &[&str] = &[
+/// The keys of `[sources.NAME]` this provider reads (its registry entry lists them).
+pub(super) const KEYS: &[&str] = &[
     "signature_header",
     "signature_prefix",
     "algorithm",
@@ -89,7 +91,6 @@ pub struct Generic {
 
 impl Generic {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
-        reject_unused_keys(source, settings, KEYS)?;
         let key = |k: &str| format!("sources.{source}.{k}");
         let invalid = |k: &str, problem: &str| ConfigError::invalid(key(k), problem);
 
@@ -108,9 +109,9 @@ impl Generic {
             &settings.algorithm,
             "\"sha256\"",
         )? {
-            "sha1" => AnyHmac::Sha1(keyed_macs(source, settings, utf8_secret)?),
-            "sha256" => AnyHmac::Sha256(keyed_macs(source, settings, utf8_secret)?),
-            "sha512" => AnyHmac::Sha512(keyed_macs(source, settings, utf8_secret)?),
+            "sha1" => AnyHmac::Sha1(keyed_macs(source, settings, secrets::raw)?),
+            "sha256" => AnyHmac::Sha256(keyed_macs(source, settings, secrets::raw)?),
+            "sha512" => AnyHmac::Sha512(keyed_macs(source, settings, secrets::raw)?),
             _ => {
                 return Err(invalid(
                     "algorithm",

@@ -13,12 +13,13 @@
 
 use crate::config::{ConfigError, SourceSettings};
 
+use super::secrets;
 use super::signing::{
-    any_key_matches, base64, keyed_macs, random_uuid, tag, utf8_secret, Candidates, HmacSha256,
+    any_key_matches, base64, keyed_macs, random_uuid, tag, Candidates, HmacSha256,
 };
 use super::{
-    header, header_or_empty, reject_unused_keys, Provider, RawRequest, SignOptions, Verified,
-    VerifiedEvent, VerifyError,
+    header, header_or_empty, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
+    VerifyError,
 };
 
 struct HeaderNames {
@@ -48,9 +49,8 @@ pub struct Shopify {
 
 impl Shopify {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
-        reject_unused_keys(source, settings, &[])?;
         Ok(Self {
-            keys: keyed_macs(source, settings, utf8_secret)?,
+            keys: keyed_macs(source, settings, secrets::raw)?,
         })
     }
 }
@@ -235,7 +235,7 @@ mod tests {
         )));
         let result = verify(&provider, &signed(&sent), BODY.as_bytes(), 0);
         assert_eq!(events(result), one(EVENT_ID, "orders/create"));
-        let error = config_error(Shopify::from_settings(
+        let error = config_error(super::super::build(
             "shop",
             &settings("shopify", &[SECRET], json!({ "tolerance": "1m" })),
         ));

@@ -16,7 +16,8 @@ use sha2::{Sha256, Sha512};
 
 use crate::config::{ConfigError, SourceSettings};
 
-use super::decode_secrets;
+use super::secrets::{self, Decoder};
+use super::VerifyError;
 
 pub(crate) type HmacSha256 = Hmac<Sha256>;
 
@@ -53,6 +54,7 @@ impl Candidates {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -142,15 +144,9 @@ pub(crate) fn tag<M: Mac + Clone>(key: &M, message: &[&[u8]]) -> Vec<u8> {
 pub(crate) fn keyed_macs<M: Mac + KeyInit>(
     source: &str,
     settings: &SourceSettings,
-    decode: impl Fn(&str) -> Result<Vec<u8>, String>,
+    decode: Decoder,
 ) -> Result<Vec<M>, ConfigError> {
-    if settings.secrets.is_empty() {
-        return Err(ConfigError::invalid(
-            format!("sources.{source}.secrets"),
-            "at least one secret is required",
-        ));
-    }
-    let keys = decode_secrets(source, &settings.secrets, decode)?;
+    let keys = secrets::decode(source, settings, decode)?;
     keys.iter()
         .enumerate()
         .map(|(i, key)| {
@@ -164,9 +160,60 @@ pub(crate) fn keyed_macs<M: Mac + KeyInit>(
         .collect()
 }
 
-/// The secret's UTF-8 bytes, as is (GitHub, Stripe, Paddle, Slack, …).
-pub(crate) fn utf8_secret(secret: &str) -> Result<Vec<u8>, String> {
-    Ok(secret.as_bytes().to_vec())
+/// HMAC-SHA256 keys and a timestamp tolerance: what every scheme that signs a timestamp holds.
+///
+/// `verify` runs the common order of those schemes: any key's MAC must equal any signature, and
+/// only then is the signed timestamp checked, so that an unsigned request with a stale timestamp
+/// is a bad signature, not a stale one.
+pub(crate) struct Keyed {
+    keys: Vec<HmacSha256>,
+    /// In whole seconds, at least one.
+    tolerance: u64,
+}
+
+impl Keyed {
+    /// Keys from the source's secrets (decoded with `decode`) and its `tolerance`, or `default`.
+    pub(crate) fn from_settings(
+        source: &str,
+        settings: &SourceSettings,
+        decode: Decoder,
+        default_tolerance: Duration,
+    ) -> Result<Self, ConfigError> {
+        Ok(Self {
+            keys: keyed_macs(source, settings, decode)?,
+            tolerance: tolerance_secs(source, settings, default_tolerance)?,
+        })
+    }
+
+    /// The tolerance in whole seconds.
+    pub(crate) fn tolerance(&self) -> u64 {
+        self.tolerance
+    }
+
+    /// True when any key's MAC over `message` equals any of `signatures` (none never matches).
+    pub(crate) fn matches(&self, message: &[&[u8]], signatures: &Candidates) -> bool {
+        any_key_matches(&self.keys, message, signatures)
+    }
+
+    /// Checks the signatures over `message`, then that `signed_unix` is within the tolerance of
+    /// `now_unix`.
+    pub(crate) fn verify(
+        &self,
+        message: &[&[u8]],
+        signatures: &Candidates,
+        signed_unix: i64,
+        now_unix: i64,
+    ) -> Result<(), VerifyError> {
+        if !self.matches(message, signatures) {
+            return Err(VerifyError::BadSignature);
+        }
+        check_timestamp(signed_unix, now_unix, self.tolerance)
+    }
+
+    /// The MAC of `message` under the first secret, for `sign`.
+    pub(crate) fn sign(&self, message: &[&[u8]]) -> Vec<u8> {
+        tag(&self.keys[0], message)
+    }
 }
 
 /// The source's `tolerance` in whole seconds, or `default`.
@@ -192,9 +239,9 @@ pub(crate) fn check_timestamp(
     signed_unix: i64,
     now_unix: i64,
     tolerance: u64,
-) -> Result<(), super::VerifyError> {
+) -> Result<(), VerifyError> {
     if now_unix.abs_diff(signed_unix) > tolerance {
-        Err(super::VerifyError::StaleTimestamp)
+        Err(VerifyError::StaleTimestamp)
     } else {
         Ok(())
     }

@@ -37,7 +37,7 @@ use serde_json::value::RawValue;
 use crate::config::{ConfigError, SourceSettings};
 
 use super::secrets;
-use super::signing::{any_key_matches, base64, keyed_macs, tag, Candidates, HmacSha256};
+use super::signing::{any_key_matches, base64, keyed_macs, tag, Candidates, Encoding, HmacSha256};
 use super::splice::{Edits, Members};
 use super::{
     Ack, Provider, RawRequest, SignError, SignOptions, Verified, VerifiedEvent, VerifyError,
@@ -193,10 +193,7 @@ fn verify_item(keys: &[HmacSha256], item: &Item<'_>) -> Result<(), VerifyError> 
         .and_then(|data| data.hmac_signature.as_deref())
         .filter(|signature| !signature.is_empty())
         .ok_or(VerifyError::MissingHeader(SIGNATURE_FIELD))?;
-    let mut candidates = Candidates::new(32);
-    candidates
-        .push_base64(signature)
-        .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_FIELD))?;
+    let candidates = Candidates::single(Encoding::Base64, signature, 32, SIGNATURE_FIELD)?;
     let fields = item.signed_fields();
     if any_key_matches(keys, &signed_message(&fields), &candidates) {
         Ok(())

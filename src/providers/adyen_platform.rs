@@ -10,7 +10,7 @@ use crate::config::{ConfigError, SourceSettings};
 
 use super::extract::{id_at, parse_body, required, type_at, Pointer};
 use super::secrets;
-use super::signing::{any_key_matches, base64, keyed_macs, tag, Candidates, HmacSha256};
+use super::signing::{any_key_matches, base64, keyed_macs, tag, Candidates, Encoding, HmacSha256};
 use super::{header, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError};
 
 const SIGNATURE_HEADER: &str = "hmacsignature";
@@ -46,10 +46,7 @@ impl Provider for AdyenPlatform {
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
         let value = header(request.headers, SIGNATURE_HEADER)?;
-        let mut signatures = Candidates::new(32);
-        signatures
-            .push_base64(value.trim())
-            .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_HEADER))?;
+        let signatures = Candidates::single(Encoding::Base64, value.trim(), 32, SIGNATURE_HEADER)?;
         if !any_key_matches(&self.keys, &[request.body], &signatures) {
             return Err(VerifyError::BadSignature);
         }

@@ -30,8 +30,8 @@ use crate::config::{ConfigError, SourceSettings};
 use super::extract::{id_at, parse_body, required, type_at, Pointer};
 use super::secrets;
 use super::signing::{
-    base64, check_timestamp, keyed_macs, parse_unix, random_uuid, tolerance_secs, AnyHmac,
-    Candidates,
+    check_timestamp, keyed_macs, parse_unix, random_uuid, tolerance_secs, AnyHmac, Candidates,
+    Encoding,
 };
 use super::{
     header_or_empty, id_from_header, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
@@ -57,12 +57,6 @@ pub(super) const KEYS: &[&str] = &[
     "type_header",
     "type_pointer",
 ];
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Encoding {
-    Hex,
-    Base64,
-}
 
 #[derive(Debug, PartialEq, Eq)]
 enum Part {
@@ -271,11 +265,7 @@ impl Generic {
     }
 
     fn encode(&self, tag: &[u8]) -> String {
-        let encoded = match self.encoding {
-            Encoding::Hex => hex::encode(tag),
-            Encoding::Base64 => base64(tag),
-        };
-        format!("{}{encoded}", self.signature_prefix)
+        format!("{}{}", self.signature_prefix, self.encoding.encode(tag))
     }
 }
 
@@ -296,12 +286,12 @@ impl Provider for Generic {
             .trim()
             .strip_prefix(self.signature_prefix.as_str())
             .ok_or_else(garbled)?;
-        let mut signatures = Candidates::new(self.keys.tag_len());
-        match self.encoding {
-            Encoding::Hex => signatures.push_hex(value),
-            Encoding::Base64 => signatures.push_base64(value),
-        }
-        .map_err(|_| garbled())?;
+        let signatures = Candidates::single(
+            self.encoding,
+            value,
+            self.keys.tag_len(),
+            "signature_header",
+        )?;
 
         let (timestamp, unix) = match &self.timestamp {
             Some((name, _)) => {

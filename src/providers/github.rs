@@ -14,7 +14,9 @@ use sha1::Sha1;
 use crate::config::{ConfigError, SourceSettings};
 
 use super::secrets;
-use super::signing::{any_key_matches, keyed_macs, random_uuid, tag, Candidates, HmacSha256};
+use super::signing::{
+    any_key_matches, keyed_macs, random_uuid, tag, Candidates, Encoding, HmacSha256,
+};
 use super::{
     header, header_or_empty, id_from_header, Provider, RawRequest, SignOptions, Verified,
     VerifiedEvent, VerifyError,
@@ -52,8 +54,7 @@ impl Provider for GitHub {
         let garbled = || VerifyError::GarbledHeader(SIGNATURE_HEADER);
         let value = header(request.headers, SIGNATURE_HEADER)?;
         let hex = value.strip_prefix("sha256=").ok_or_else(garbled)?;
-        let mut signatures = Candidates::new(32);
-        signatures.push_hex(hex).map_err(|_| garbled())?;
+        let signatures = Candidates::single(Encoding::Hex, hex, 32, SIGNATURE_HEADER)?;
         if !any_key_matches(&self.keys, &[request.body], &signatures) {
             return Err(VerifyError::BadSignature);
         }

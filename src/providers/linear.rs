@@ -18,7 +18,7 @@ use serde_json::value::RawValue;
 use crate::config::{ConfigError, SourceSettings};
 
 use super::secrets;
-use super::signing::{random_uuid, Candidates, Keyed};
+use super::signing::{random_uuid, Candidates, Encoding, Keyed};
 use super::splice::{zeroed, Edits, Members};
 use super::{
     header, id_from_header, json_object, Provider, RawRequest, SignError, SignOptions, Verified,
@@ -60,10 +60,7 @@ impl Provider for Linear {
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
         let value = header(request.headers, SIGNATURE_HEADER)?;
-        let mut signatures = Candidates::new(32);
-        signatures
-            .push_hex(value.trim())
-            .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_HEADER))?;
+        let signatures = Candidates::single(Encoding::Hex, value.trim(), 32, SIGNATURE_HEADER)?;
         if !self.keyed.matches(&[request.body], &signatures) {
             return Err(VerifyError::BadSignature);
         }

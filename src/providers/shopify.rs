@@ -15,7 +15,7 @@ use crate::config::{ConfigError, SourceSettings};
 
 use super::secrets;
 use super::signing::{
-    any_key_matches, base64, keyed_macs, random_uuid, tag, Candidates, HmacSha256,
+    any_key_matches, base64, keyed_macs, random_uuid, tag, Candidates, Encoding, HmacSha256,
 };
 use super::{
     header, header_or_empty, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
@@ -67,10 +67,7 @@ impl Provider for Shopify {
             &CLASSIC
         };
         let value = header(request.headers, names.hmac)?;
-        let mut signatures = Candidates::new(32);
-        signatures
-            .push_base64(value.trim())
-            .map_err(|_| VerifyError::GarbledHeader(names.hmac))?;
+        let signatures = Candidates::single(Encoding::Base64, value.trim(), 32, names.hmac)?;
         if !any_key_matches(&self.keys, &[request.body], &signatures) {
             return Err(VerifyError::BadSignature);
         }

@@ -39,6 +39,25 @@ pub(crate) struct Candidates {
     tag_len: usize,
 }
 
+/// How a scheme writes its MACs as text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Encoding {
+    /// Hex digits; either case is read, lowercase is written.
+    Hex,
+    /// Standard-alphabet base64; padded or not is read, padded is written.
+    Base64,
+}
+
+impl Encoding {
+    /// `tag` as this encoding writes it, for `sign`.
+    pub(crate) fn encode(self, tag: &[u8]) -> String {
+        match self {
+            Encoding::Hex => hex::encode(tag),
+            Encoding::Base64 => base64(tag),
+        }
+    }
+}
+
 /// Why a signature could not be taken: the header it came from is then garbled.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Unusable;
@@ -85,6 +104,29 @@ impl Candidates {
         slot.copy_from_slice(&buffer[..len]);
         self.count += 1;
         Ok(())
+    }
+
+    /// Adds a signature written in `encoding`.
+    pub(crate) fn push(&mut self, encoding: Encoding, text: &str) -> Result<(), Unusable> {
+        match encoding {
+            Encoding::Hex => self.push_hex(text),
+            Encoding::Base64 => self.push_base64(text),
+        }
+    }
+
+    /// The one signature of a scheme that sends a single MAC of `tag_len` bytes, read from
+    /// `header` (named in the error when the text is not such a MAC).
+    pub(crate) fn single(
+        encoding: Encoding,
+        text: &str,
+        tag_len: usize,
+        header: &'static str,
+    ) -> Result<Self, VerifyError> {
+        let mut candidates = Self::new(tag_len);
+        candidates
+            .push(encoding, text)
+            .map_err(|_| VerifyError::GarbledHeader(header))?;
+        Ok(candidates)
     }
 
     fn next_slot(&mut self) -> Result<&mut [u8], Unusable> {
@@ -345,6 +387,20 @@ mod tests {
         c.push_base64(padded.trim_end_matches('=')).unwrap();
         assert!(c.iter().all(|tag| tag == [7; 32]));
         assert_eq!(c.push_base64(&"A".repeat(200)), Err(Unusable));
+    }
+
+    #[test]
+    fn a_single_signature_round_trips_through_its_encoding_or_names_the_header() {
+        for encoding in [Encoding::Hex, Encoding::Base64] {
+            let text = encoding.encode(&[5; 32]);
+            let c = Candidates::single(encoding, &text, 32, "x-sig").unwrap();
+            assert!(c.iter().eq([&[5u8; 32][..]]), "{encoding:?}");
+            assert_eq!(
+                Candidates::single(encoding, &text, 20, "x-sig").err(),
+                Some(VerifyError::GarbledHeader("x-sig"))
+            );
+        }
+        assert_eq!(Encoding::Hex.encode(&[0xab]), "ab");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use crate::config::{ConfigError, SourceSettings};
 
 use super::secrets;
-use super::signing::{parse_unix, Candidates, Keyed};
+use super::signing::{parse_unix, Candidates, Encoding, Keyed};
 use super::{
     header, json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
 };
@@ -68,10 +68,7 @@ impl Provider for Slack {
         let hex = value
             .strip_prefix("v0=")
             .ok_or(VerifyError::GarbledHeader(SIGNATURE_HEADER))?;
-        let mut signatures = Candidates::new(32);
-        signatures
-            .push_hex(hex)
-            .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_HEADER))?;
+        let signatures = Candidates::single(Encoding::Hex, hex, 32, SIGNATURE_HEADER)?;
         let message: [&[u8]; 4] = [b"v0:", timestamp.as_bytes(), b":", request.body];
         self.keyed
             .verify(&message, &signatures, unix, request.now_unix)?;

@@ -14,7 +14,7 @@ use crate::config::{ConfigError, SourceSettings};
 
 use super::extract::required;
 use super::secrets;
-use super::signing::{any_key_matches, base64, keyed_macs, tag, Candidates, HmacSha256};
+use super::signing::{any_key_matches, base64, keyed_macs, tag, Candidates, Encoding, HmacSha256};
 use super::{
     header, json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
 };
@@ -63,10 +63,7 @@ impl Provider for Square {
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
         let value = header(request.headers, SIGNATURE_HEADER)?;
-        let mut signatures = Candidates::new(32);
-        signatures
-            .push_base64(value.trim())
-            .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_HEADER))?;
+        let signatures = Candidates::single(Encoding::Base64, value.trim(), 32, SIGNATURE_HEADER)?;
         let message: [&[u8]; 2] = [self.notification_url.as_bytes(), request.body];
         if !any_key_matches(&self.keys, &message, &signatures) {
             return Err(VerifyError::BadSignature);

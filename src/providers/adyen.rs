@@ -37,7 +37,8 @@ use serde_json::value::RawValue;
 use crate::config::{ConfigError, SourceSettings};
 
 use super::secrets;
-use super::signing::{any_key_matches, base64, keyed_macs, tag, Candidates, Encoding, HmacSha256};
+use super::signatures::{base64, Candidates, Encoding};
+use super::signing::{any_key_matches, keyed_macs, tag, HmacSha256};
 use super::splice::{Edits, Members};
 use super::{
     Ack, Provider, RawRequest, SignError, SignOptions, Verified, VerifiedEvent, VerifyError,

@@ -10,7 +10,8 @@ use crate::config::{ConfigError, SourceSettings};
 
 use super::extract::{id_at, parse_body, required, type_at, Pointer};
 use super::secrets;
-use super::signing::{any_key_matches, base64, keyed_macs, tag, Candidates, Encoding, HmacSha256};
+use super::signatures::{base64, Candidates, Encoding};
+use super::signing::{any_key_matches, keyed_macs, tag, HmacSha256};
 use super::{header, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError};
 
 const SIGNATURE_HEADER: &str = "hmacsignature";

@@ -3,7 +3,8 @@
 use hmac::Mac;
 use serde_json::json;
 
-use super::super::signing::{base64, tag, HmacSha256};
+use super::super::signatures::base64;
+use super::super::signing::{tag, HmacSha256};
 use super::super::testing::{config_error, events, headers, one, settings, verify};
 use super::*;
 

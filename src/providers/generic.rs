@@ -29,9 +29,9 @@ use crate::config::{ConfigError, SourceSettings};
 
 use super::extract::{id_at, parse_body, required, type_at, Pointer};
 use super::secrets;
+use super::signatures::{Candidates, Encoding};
 use super::signing::{
-    check_timestamp, keyed_macs, parse_unix, random_uuid, tolerance_secs, AnyHmac, Candidates,
-    Encoding,
+    check_timestamp, keyed_macs, parse_unix, random_uuid, tolerance_secs, AnyHmac,
 };
 use super::{
     header_or_empty, id_from_header, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,

@@ -14,9 +14,8 @@ use sha1::Sha1;
 use crate::config::{ConfigError, SourceSettings};
 
 use super::secrets;
-use super::signing::{
-    any_key_matches, keyed_macs, random_uuid, tag, Candidates, Encoding, HmacSha256,
-};
+use super::signatures::{Candidates, Encoding};
+use super::signing::{any_key_matches, keyed_macs, random_uuid, tag, HmacSha256};
 use super::{
     header, header_or_empty, id_from_header, Provider, RawRequest, SignOptions, Verified,
     VerifiedEvent, VerifyError,

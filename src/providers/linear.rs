@@ -18,7 +18,8 @@ use serde_json::value::RawValue;
 use crate::config::{ConfigError, SourceSettings};
 
 use super::secrets;
-use super::signing::{random_uuid, Candidates, Encoding, Keyed};
+use super::signatures::{Candidates, Encoding};
+use super::signing::{random_uuid, Keyed};
 use super::splice::{zeroed, Edits, Members};
 use super::{
     header, id_from_header, json_object, Provider, RawRequest, SignError, SignOptions, Verified,

@@ -16,10 +16,10 @@
 //!   `gitlab`: one scheme each, described in each module's documentation.
 //! - `adyen` (classic: a signature per batch item, one event per item) and `adyen_platform`.
 //! - `generic`: a configurable HMAC shape for providers without a module of their own.
-//! - `signing`: keyed MACs (`Keyed` for the schemes that sign a timestamp), decoded signatures,
-//!   timestamps and made-up IDs for `sign`; `params`: `key=value` signature headers (Stripe,
-//!   Paddle); `secrets`: every secret encoding; `extract`: JSON pointers; `splice`:
-//!   byte-preserving JSON edits for `sign_body`.
+//! - `signing`: keyed MACs (`Keyed` for the schemes that sign a timestamp), timestamps and
+//!   made-up IDs for `sign`; `signatures`: the signatures of a request, decoded; `params`:
+//!   `key=value` signature headers (Stripe, Paddle); `secrets`: every secret encoding; `extract`:
+//!   JSON pointers; `splice`: byte-preserving JSON edits for `sign_body`.
 //! - `fixture_tests`: replays tests/fixtures/*.json, made with the providers' own SDKs by
 //!   `scripts/gen-fixtures`.
 
@@ -37,6 +37,7 @@ mod params;
 mod registry;
 mod secrets;
 mod shopify;
+mod signatures;
 mod signing;
 mod slack;
 mod splice;

@@ -11,7 +11,8 @@
 //!
 //! Every violation is the same `GarbledHeader` naming the header.
 
-use super::signing::{parse_unix, Candidates};
+use super::signatures::Candidates;
+use super::signing::parse_unix;
 use super::VerifyError;
 
 /// How one provider writes its header.

@@ -12,7 +12,7 @@ use base64::Engine as _;
 
 use crate::config::{ConfigError, Secret, SourceSettings};
 
-use super::signing::BASE64_LENIENT;
+use super::signatures::BASE64_LENIENT;
 
 /// One secret's decoder: the key bytes, or what is wrong with the text.
 pub(crate) type Decoder = fn(&str) -> Result<Vec<u8>, String>;

@@ -14,9 +14,8 @@
 use crate::config::{ConfigError, SourceSettings};
 
 use super::secrets;
-use super::signing::{
-    any_key_matches, base64, keyed_macs, random_uuid, tag, Candidates, Encoding, HmacSha256,
-};
+use super::signatures::{base64, Candidates, Encoding};
+use super::signing::{any_key_matches, keyed_macs, random_uuid, tag, HmacSha256};
 use super::{
     header, header_or_empty, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
     VerifyError,

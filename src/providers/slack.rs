@@ -18,7 +18,8 @@ use serde::Deserialize;
 use crate::config::{ConfigError, SourceSettings};
 
 use super::secrets;
-use super::signing::{parse_unix, Candidates, Encoding, Keyed};
+use super::signatures::{Candidates, Encoding};
+use super::signing::{parse_unix, Keyed};
 use super::{
     header, json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
 };

@@ -14,7 +14,8 @@ use crate::config::{ConfigError, SourceSettings};
 
 use super::extract::required;
 use super::secrets;
-use super::signing::{any_key_matches, base64, keyed_macs, tag, Candidates, Encoding, HmacSha256};
+use super::signatures::{base64, Candidates, Encoding};
+use super::signing::{any_key_matches, keyed_macs, tag, HmacSha256};
 use super::{
     header, json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
 };

@@ -22,7 +22,8 @@ use serde::Deserialize;
 use crate::config::{ConfigError, SourceSettings};
 
 use super::secrets;
-use super::signing::{base64, parse_unix, random_id, Candidates, Keyed};
+use super::signatures::{base64, Candidates};
+use super::signing::{parse_unix, random_id, Keyed};
 use super::{
     header, json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
 };

@@ -15,7 +15,8 @@
 //! - `stripe`, `standard` (and Svix), `github`, `shopify`, `slack`, `paddle`, `square`, `linear`,
 //!   `gitlab`: one scheme each, described in each module's documentation.
 //! - `adyen` (classic: a signature per batch item, one event per item) and `adyen_platform`.
-//! - `generic`: a configurable HMAC shape for providers without a module of their own.
+//! - `generic`: a configurable HMAC shape for providers without a module of their own, and
+//!   `generic_template`, its `signed_content` template.
 //! - `signing`: keyed MACs (`Keyed` for the schemes that sign a timestamp), timestamps and
 //!   made-up IDs for `sign`; `signatures`: the signatures of a request, decoded; `params`:
 //!   `key=value` signature headers (Stripe, Paddle); `secrets`: every secret encoding; `extract`:
@@ -29,6 +30,7 @@ mod extract;
 #[cfg(test)]
 mod fixture_tests;
 mod generic;
+mod generic_template;
 mod github;
 mod gitlab;
 mod linear;

@@ -23,16 +23,15 @@ use crate::config::{ConfigError, SourceSettings};
 use super::params::ParamsShape;
 use super::secrets;
 use super::signing::Keyed;
-use super::{
-    header, json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
-};
+use super::{json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError};
 
-/// `Paddle-Signature: ts=<unix>;h1=<hex>[;h1=…]`.
+/// `Paddle-Signature: ts=<unix>;h1=<hex>[;h1=…]` over `"<ts>:<raw body>"`.
 const SIGNATURE: ParamsShape = ParamsShape {
     header: "paddle-signature",
     separator: ';',
     timestamp: "ts",
     signature: "h1",
+    joiner: b":",
 };
 const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
 
@@ -61,10 +60,7 @@ impl Provider for Paddle {
     }
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
-        let parsed = SIGNATURE.parse(header(request.headers, SIGNATURE.header)?, 32)?;
-        let message: [&[u8]; 3] = [parsed.timestamp.as_bytes(), b":", request.body];
-        self.keyed
-            .verify(&message, &parsed.signatures, parsed.unix, request.now_unix)?;
+        SIGNATURE.verify(&self.keyed, request)?;
         let notification: Notification<'_> = json_object(request.body).ok_or(
             VerifyError::Malformed("body is not a Paddle notification (JSON with \"event_id\")"),
         )?;
@@ -77,12 +73,10 @@ impl Provider for Paddle {
     }
 
     fn sign(&self, body: &[u8], options: &SignOptions) -> Vec<(String, String)> {
-        let timestamp = options.now_unix.to_string();
-        let mac = self.keyed.sign(&[timestamp.as_bytes(), b":", body]);
         vec![
             (
                 "Paddle-Signature".to_owned(),
-                format!("ts={timestamp};h1={}", hex::encode(mac)),
+                SIGNATURE.sign(&self.keyed, body, options.now_unix),
             ),
             ("Content-Type".to_owned(), "application/json".to_owned()),
         ]

@@ -1,7 +1,8 @@
 //! Signature headers written as `key=value` items: a signed timestamp and one or more hex MACs.
 //!
-//! Stripe sends `t=<unix>,v1=<hex>[,v1=…]` and Paddle `ts=<unix>;h1=<hex>[;h1=…]`: the same shape
-//! with other names and another separator, so one parser reads both. Its rules:
+//! Stripe sends `t=<unix>,v1=<hex>[,v1=…]` over `"<t>.<raw body>"`, and Paddle
+//! `ts=<unix>;h1=<hex>[;h1=…]` over `"<ts>:<raw body>"`: one scheme with other names, another
+//! separator and another joiner, so [`ParamsShape`] reads, checks and writes both. Parsing rules:
 //! - every item must be `key=value` (spaces around either side are ignored);
 //! - exactly one timestamp item, plain unix-seconds digits; a second one would make "the" signed
 //!   string ambiguous;
@@ -12,8 +13,8 @@
 //! Every violation is the same `GarbledHeader` naming the header.
 
 use super::signatures::Candidates;
-use super::signing::parse_unix;
-use super::VerifyError;
+use super::signing::{parse_unix, Keyed};
+use super::{header, RawRequest, VerifyError};
 
 /// How one provider writes its header.
 pub(crate) struct ParamsShape {
@@ -25,6 +26,8 @@ pub(crate) struct ParamsShape {
     pub timestamp: &'static str,
     /// The key of the signature items (`v1`, `h1`).
     pub signature: &'static str,
+    /// What the signed string puts between the timestamp and the raw body (`.`, `:`).
+    pub joiner: &'static [u8],
 }
 
 /// A parsed header: the timestamp exactly as sent (it is part of the signed bytes), its value, and
@@ -36,6 +39,33 @@ pub(crate) struct SignedParams<'a> {
 }
 
 impl ParamsShape {
+    /// Checks a request's header against `keyed`: some signature must be the HMAC-SHA256 of
+    /// `<timestamp><joiner><raw body>` under some key, and only then must the timestamp be within
+    /// the tolerance. A header with no signature item we accept is a bad signature.
+    pub(crate) fn verify(
+        &self,
+        keyed: &Keyed,
+        request: &RawRequest<'_>,
+    ) -> Result<(), VerifyError> {
+        let parsed = self.parse(header(request.headers, self.header)?, 32)?;
+        let message: [&[u8]; 3] = [parsed.timestamp.as_bytes(), self.joiner, request.body];
+        keyed.verify(&message, &parsed.signatures, parsed.unix, request.now_unix)
+    }
+
+    /// The header value that signs `body` at `now_unix` with the first secret, as the provider
+    /// writes it (`t=<unix>,v1=<hex>`).
+    pub(crate) fn sign(&self, keyed: &Keyed, body: &[u8], now_unix: i64) -> String {
+        let timestamp = now_unix.to_string();
+        let mac = keyed.sign(&[timestamp.as_bytes(), self.joiner, body]);
+        format!(
+            "{}={timestamp}{}{}={}",
+            self.timestamp,
+            self.separator,
+            self.signature,
+            hex::encode(mac)
+        )
+    }
+
     /// Parses `value` for tags of `tag_len` bytes (32 for HMAC-SHA256).
     pub(crate) fn parse<'a>(
         &self,
@@ -68,6 +98,13 @@ impl ParamsShape {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use serde_json::json;
+
+    use super::super::secrets;
+    use super::super::testing::{headers, settings};
     use super::*;
 
     const STRIPE: ParamsShape = ParamsShape {
@@ -75,6 +112,7 @@ mod tests {
         separator: ',',
         timestamp: "t",
         signature: "v1",
+        joiner: b".",
     };
 
     const PADDLE: ParamsShape = ParamsShape {
@@ -82,6 +120,7 @@ mod tests {
         separator: ';',
         timestamp: "ts",
         signature: "h1",
+        joiner: b":",
     };
 
     #[test]
@@ -131,5 +170,40 @@ mod tests {
             PADDLE.parse(&format!("ts=1,h1={sig}"), 32).err(),
             Some(VerifyError::GarbledHeader("paddle-signature"))
         );
+    }
+
+    #[test]
+    fn what_sign_writes_verify_accepts_until_the_tolerance_runs_out() {
+        let source = settings("stripe", &["whsec_k"], json!({}));
+        let keyed =
+            Keyed::from_settings("s", &source, secrets::raw, Duration::from_secs(300)).unwrap();
+        let body = Bytes::from_static(b"{}");
+        for (shape, name, prefix) in [
+            (&STRIPE, "Stripe-Signature", "t=17,v1="),
+            (&PADDLE, "Paddle-Signature", "ts=17;h1="),
+        ] {
+            let value = shape.sign(&keyed, &body, 17);
+            assert!(value.starts_with(prefix), "{value}");
+            let map = headers(&[(name, value.as_bytes())]);
+            let at = |now_unix| RawRequest {
+                headers: &map,
+                body: &body,
+                now_unix,
+            };
+            assert_eq!(shape.verify(&keyed, &at(317)), Ok(()));
+            assert_eq!(
+                shape.verify(&keyed, &at(318)),
+                Err(VerifyError::StaleTimestamp)
+            );
+            let other = Bytes::from_static(b"{ }");
+            let tampered = RawRequest {
+                body: &other,
+                ..at(17)
+            };
+            assert_eq!(
+                shape.verify(&keyed, &tampered),
+                Err(VerifyError::BadSignature)
+            );
+        }
     }
 }

@@ -26,16 +26,15 @@ use super::params::ParamsShape;
 use super::secrets;
 use super::signing::Keyed;
 use super::splice::zeroed;
-use super::{
-    header, json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
-};
+use super::{json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError};
 
-/// `Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]`.
+/// `Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]` over `"<t>.<raw body>"`.
 const SIGNATURE: ParamsShape = ParamsShape {
     header: "stripe-signature",
     separator: ',',
     timestamp: "t",
     signature: "v1",
+    joiner: b".",
 };
 
 /// The SDKs' default tolerance.
@@ -70,12 +69,9 @@ impl Provider for Stripe {
     }
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
-        let parsed = SIGNATURE.parse(header(request.headers, SIGNATURE.header)?, 32)?;
-        let message: [&[u8]; 3] = [parsed.timestamp.as_bytes(), b".", request.body];
         // A header with only `v0` (or future) schemes is well formed but carries nothing we accept:
         // no signature, so no match.
-        self.keyed
-            .verify(&message, &parsed.signatures, parsed.unix, request.now_unix)?;
+        SIGNATURE.verify(&self.keyed, request)?;
         let event: StripeEvent<'_> = json_object(request.body).ok_or(VerifyError::Malformed(
             "body is not a Stripe event (a JSON object with a string \"id\")",
         ))?;
@@ -94,12 +90,10 @@ impl Provider for Stripe {
     }
 
     fn sign(&self, body: &[u8], options: &SignOptions) -> Vec<(String, String)> {
-        let timestamp = options.now_unix.to_string();
-        let signature = hex::encode(self.keyed.sign(&[timestamp.as_bytes(), b".", body]));
         vec![
             (
                 "Stripe-Signature".to_owned(),
-                format!("t={timestamp},v1={signature}"),
+                SIGNATURE.sign(&self.keyed, body, options.now_unix),
             ),
             ("Content-Type".to_owned(), "application/json".to_owned()),
             (

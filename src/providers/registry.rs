@@ -1,8 +1,8 @@
 //! The one list of providers: each name with its constructor, default dedup window and own keys.
 //!
-//! A provider is added here and nowhere else: `build` looks names up in [`REGISTRY`], the
-//! configuration check lists [`names`], and the daemon asks [`default_dedup_ttl`] for sources that
-//! set no `dedup_ttl`. Which `[sources.NAME]` keys a provider reads beyond the common ones is part
+//! Besides its own module (and the `mod` line that declares it), a provider is added here and
+//! nowhere else: `build` looks names up in [`REGISTRY`], the tests and error messages list
+//! [`names`], and the daemon asks [`default_dedup_ttl`] for sources that set no `dedup_ttl`. Which `[sources.NAME]` keys a provider reads beyond the common ones is part
 //! of its entry, so that one check rejects every key a provider would silently ignore.
 
 use std::sync::Arc;

@@ -36,11 +36,12 @@ use serde_json::value::RawValue;
 
 use crate::config::{ConfigError, SourceSettings};
 
-use super::signing::{any_key_matches, base64, keyed_macs, tag, Candidates, HmacSha256};
+use super::secrets;
+use super::signatures::{base64, Candidates, Encoding};
+use super::signing::{any_key_matches, keyed_macs, tag, HmacSha256};
 use super::splice::{Edits, Members};
 use super::{
-    reject_unused_keys, Ack, Provider, RawRequest, SignError, SignOptions, Verified, VerifiedEvent,
-    VerifyError,
+    Ack, Provider, RawRequest, SignError, SignOptions, Verified, VerifiedEvent, VerifyError,
 };
 
 /// Where the signature lives, named in errors in place of a header.
@@ -52,20 +53,10 @@ pub struct Adyen {
 
 impl Adyen {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
-        reject_unused_keys(source, settings, &[])?;
         Ok(Self {
-            keys: keyed_macs(source, settings, decode_hex_key)?,
+            keys: keyed_macs(source, settings, secrets::hex)?,
         })
     }
-}
-
-/// Adyen shows HMAC keys as hex (64 digits for the 32-byte keys it generates).
-pub(crate) fn decode_hex_key(secret: &str) -> Result<Vec<u8>, String> {
-    let key = hex::decode(secret.trim()).map_err(|e| format!("is not a hex HMAC key ({e})"))?;
-    if key.is_empty() {
-        return Err("is an empty HMAC key".to_owned());
-    }
-    Ok(key)
 }
 
 #[derive(Deserialize)]
@@ -203,10 +194,7 @@ fn verify_item(keys: &[HmacSha256], item: &Item<'_>) -> Result<(), VerifyError> 
         .and_then(|data| data.hmac_signature.as_deref())
         .filter(|signature| !signature.is_empty())
         .ok_or(VerifyError::MissingHeader(SIGNATURE_FIELD))?;
-    let mut candidates = Candidates::new(32);
-    candidates
-        .push_base64(signature)
-        .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_FIELD))?;
+    let candidates = Candidates::single(Encoding::Base64, signature, 32, SIGNATURE_FIELD)?;
     let fields = item.signed_fields();
     if any_key_matches(keys, &signed_message(&fields), &candidates) {
         Ok(())

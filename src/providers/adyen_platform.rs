@@ -8,13 +8,11 @@
 
 use crate::config::{ConfigError, SourceSettings};
 
-use super::adyen::decode_hex_key;
 use super::extract::{id_at, parse_body, required, type_at, Pointer};
-use super::signing::{any_key_matches, base64, keyed_macs, tag, Candidates, HmacSha256};
-use super::{
-    header, reject_unused_keys, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
-    VerifyError,
-};
+use super::secrets;
+use super::signatures::{base64, Candidates, Encoding};
+use super::signing::{any_key_matches, keyed_macs, tag, HmacSha256};
+use super::{header, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError};
 
 const SIGNATURE_HEADER: &str = "hmacsignature";
 
@@ -26,7 +24,6 @@ pub struct AdyenPlatform {
 
 impl AdyenPlatform {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
-        reject_unused_keys(source, settings, &["id_pointer", "type_pointer"])?;
         let id = required(
             source,
             settings,
@@ -35,7 +32,7 @@ impl AdyenPlatform {
             "\"/data/id\"",
         )?;
         Ok(Self {
-            keys: keyed_macs(source, settings, decode_hex_key)?,
+            keys: keyed_macs(source, settings, secrets::hex)?,
             id_pointer: Pointer::parse(source, "id_pointer", id)?,
             type_pointer: Pointer::optional(source, "type_pointer", &settings.type_pointer)?
                 .unwrap_or_else(|| Pointer::fixed("/type")),
@@ -50,10 +47,7 @@ impl Provider for AdyenPlatform {
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
         let value = header(request.headers, SIGNATURE_HEADER)?;
-        let mut signatures = Candidates::new(32);
-        signatures
-            .push_base64(value.trim())
-            .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_HEADER))?;
+        let signatures = Candidates::single(Encoding::Base64, value.trim(), 32, SIGNATURE_HEADER)?;
         if !any_key_matches(&self.keys, &[request.body], &signatures) {
             return Err(VerifyError::BadSignature);
         }
@@ -186,17 +180,17 @@ mod tests {
 
     #[test]
     fn id_pointer_is_required_and_checked() {
-        let error = config_error(AdyenPlatform::from_settings(
+        let error = config_error(super::super::build(
             "bp",
             &settings("adyen_platform", &[KEY], json!({})),
         ));
         assert!(error.starts_with("sources.bp.id_pointer:"), "{error}");
-        let error = config_error(AdyenPlatform::from_settings(
+        let error = config_error(super::super::build(
             "bp",
             &settings("adyen_platform", &[KEY], json!({ "id_pointer": "data.id" })),
         ));
         assert!(error.starts_with("sources.bp.id_pointer:"), "{error}");
-        let error = config_error(AdyenPlatform::from_settings(
+        let error = config_error(super::super::build(
             "bp",
             &settings(
                 "adyen_platform",

@@ -3,7 +3,8 @@
 use hmac::Mac;
 use serde_json::json;
 
-use super::super::signing::{base64, tag, HmacSha256};
+use super::super::signatures::base64;
+use super::super::signing::{tag, HmacSha256};
 use super::super::testing::{config_error, events, headers, one, settings, verify};
 use super::*;
 
@@ -208,12 +209,12 @@ fn answers_accepted_and_validates_keys() {
     let provider = adyen(&[KEY]);
     assert_eq!(provider.ack().body, "[accepted]");
     assert_eq!(provider.ack().content_type, "text/plain");
-    let error = config_error(Adyen::from_settings(
+    let error = config_error(super::super::build(
         "ady",
         &settings("adyen", &[KEY, "not-hex"], json!({})),
     ));
     assert!(error.starts_with("sources.ady.secrets[1]:"), "{error}");
-    let error = config_error(Adyen::from_settings(
+    let error = config_error(super::super::build(
         "ady",
         &settings("adyen", &[KEY], json!({ "tolerance": "5m" })),
     ));

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::testing::headers;
-use super::{build, RawRequest, Verified, VerifyError, KNOWN_PROVIDERS};
+use super::{build, names, RawRequest, Verified, VerifiedEvent, VerifyError};
 
 /// Every fixture file, embedded so the test needs no working directory.
 const FIXTURES: &[(&str, &str)] = &[
@@ -115,28 +115,7 @@ fn run(provider: &str, case: &Case, overrides: Option<&serde_json::Value>) -> Re
     });
     match (&case.expect, result) {
         (Expect::Events(expected), Ok(Verified::Events(events))) => {
-            let got: Vec<(&str, &str)> = events
-                .iter()
-                .map(|e| (e.event_id(), e.event_type()))
-                .collect();
-            let want: Vec<(&str, &str)> = expected
-                .iter()
-                .map(|e| (e.event_id.as_str(), e.event_type.as_str()))
-                .collect();
-            if got != want {
-                return Err(format!("events {got:?}, expected {want:?}"));
-            }
-            for (event, expected) in events.iter().zip(expected) {
-                let same = match (&expected.body, &expected.body_sha256) {
-                    (Some(text), _) => event.body().as_ref() == text.as_bytes(),
-                    (None, Some(digest)) => hex::encode(Sha256::digest(event.body())) == *digest,
-                    (None, None) => event.body() == &body,
-                };
-                if !same {
-                    return Err(format!("event {} forwards other bytes", event.event_id()));
-                }
-            }
-            Ok(())
+            same_events(expected, &events, &body)
         }
         (Expect::Error(kind), Err(error)) if kind == error_kind(&error) => Ok(()),
         (Expect::Handshake(expected), Ok(Verified::Handshake(answer)))
@@ -148,6 +127,36 @@ fn run(provider: &str, case: &Case, overrides: Option<&serde_json::Value>) -> Re
     }
 }
 
+/// Checks accepted events against a case's expectation: IDs, types and forwarded bytes.
+fn same_events(
+    expected: &[ExpectedEvent],
+    events: &[VerifiedEvent],
+    body: &Bytes,
+) -> Result<(), String> {
+    let got: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e.event_id(), e.event_type()))
+        .collect();
+    let want: Vec<(&str, &str)> = expected
+        .iter()
+        .map(|e| (e.event_id.as_str(), e.event_type.as_str()))
+        .collect();
+    if got != want {
+        return Err(format!("events {got:?}, expected {want:?}"));
+    }
+    for (event, expected) in events.iter().zip(expected) {
+        let same = match (&expected.body, &expected.body_sha256) {
+            (Some(text), _) => event.body().as_ref() == text.as_bytes(),
+            (None, Some(digest)) => hex::encode(Sha256::digest(event.body())) == *digest,
+            (None, None) => event.body() == body,
+        };
+        if !same {
+            return Err(format!("event {} forwards other bytes", event.event_id()));
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn every_fixture_case_gets_its_expected_outcome() {
     let mut failures = Vec::new();
@@ -157,7 +166,7 @@ fn every_fixture_case_gets_its_expected_outcome() {
             .unwrap_or_else(|e| panic!("tests/fixtures/{name}.json does not parse: {e}"));
         assert_eq!(&file.provider, name);
         assert!(
-            KNOWN_PROVIDERS.contains(name),
+            names().any(|known| known == *name),
             "{name} is not a known provider"
         );
         assert!(file.cases.len() >= 10, "{name}: too few cases");

@@ -21,28 +21,29 @@
 //! naming its key. Errors about the request name the *key* (`signature_header`), not the header.
 //! One signature per header; several `secrets` for rotation.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
-use http::HeaderName;
+use http::{HeaderMap, HeaderName};
 
 use crate::config::{ConfigError, SourceSettings};
 
 use super::extract::{id_at, parse_body, required, type_at, Pointer};
+use super::generic_template::{message, parse_template, Part, MAX_PARTS};
+use super::secrets;
+use super::signatures::{Candidates, Encoding};
 use super::signing::{
-    base64, check_timestamp, keyed_macs, parse_unix, random_uuid, tolerance_secs, utf8_secret,
-    AnyHmac, Candidates,
+    check_timestamp, keyed_macs, parse_unix, random_uuid, tolerance_secs, AnyHmac,
 };
 use super::{
-    header_or_empty, id_from_header, reject_unused_keys, Provider, RawRequest, SignOptions,
-    Verified, VerifiedEvent, VerifyError,
+    header_or_empty, id_from_header, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
+    VerifyError,
 };
 
 const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
 
-/// Most pieces a `signed_content` template may have; real schemes use three or four.
-const MAX_PARTS: usize = 16;
-
-const KEYS: &[&str] = &[
+/// The keys of `[sources.NAME]` this provider reads (its registry entry lists them).
+pub(super) const KEYS: &[&str] = &[
     "signature_header",
     "signature_prefix",
     "algorithm",
@@ -55,20 +56,6 @@ const KEYS: &[&str] = &[
     "type_header",
     "type_pointer",
 ];
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Encoding {
-    Hex,
-    Base64,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum Part {
-    Literal(Vec<u8>),
-    Body,
-    Timestamp,
-    Id,
-}
 
 enum Source {
     Header(HeaderName),
@@ -89,10 +76,6 @@ pub struct Generic {
 
 impl Generic {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
-        reject_unused_keys(source, settings, KEYS)?;
-        let key = |k: &str| format!("sources.{source}.{k}");
-        let invalid = |k: &str, problem: &str| ConfigError::invalid(key(k), problem);
-
         let name = required(
             source,
             settings,
@@ -101,94 +84,40 @@ impl Generic {
             "\"X-Signature\"",
         )?;
         let signature_header = header_name(source, "signature_header", name)?;
-        let keys = match required(
-            source,
-            settings,
-            "algorithm",
-            &settings.algorithm,
-            "\"sha256\"",
-        )? {
-            "sha1" => AnyHmac::Sha1(keyed_macs(source, settings, utf8_secret)?),
-            "sha256" => AnyHmac::Sha256(keyed_macs(source, settings, utf8_secret)?),
-            "sha512" => AnyHmac::Sha512(keyed_macs(source, settings, utf8_secret)?),
-            _ => {
-                return Err(invalid(
-                    "algorithm",
-                    "must be \"sha1\", \"sha256\" or \"sha512\"",
-                ))
-            }
-        };
+        let keys = keys(source, settings)?;
         let encoding = match required(source, settings, "encoding", &settings.encoding, "\"hex\"")?
         {
             "hex" => Encoding::Hex,
             "base64" => Encoding::Base64,
-            _ => return Err(invalid("encoding", "must be \"hex\" or \"base64\"")),
+            _ => return Err(invalid(source, "encoding", "must be \"hex\" or \"base64\"")),
         };
         let template = parse_template(settings.signed_content.as_deref().unwrap_or("{body}"))
-            .map_err(|problem| invalid("signed_content", &problem))?;
-
-        let timestamp = match &settings.timestamp_header {
-            Some(name) => {
-                if !template.contains(&Part::Timestamp) {
-                    return Err(invalid(
-                        "timestamp_header",
-                        "is set but signed_content has no {timestamp}: an unsigned timestamp proves nothing",
-                    ));
-                }
-                let tolerance = tolerance_secs(source, settings, DEFAULT_TOLERANCE)?;
-                Some((header_name(source, "timestamp_header", name)?, tolerance))
-            }
-            None if template.contains(&Part::Timestamp) => {
-                return Err(invalid(
-                    "signed_content",
-                    "uses {timestamp} but timestamp_header is not set",
-                ))
-            }
-            None if settings.tolerance.is_some() => {
-                return Err(invalid("tolerance", "only applies with timestamp_header"))
-            }
-            None => None,
-        };
-
-        let id = match (&settings.id_header, &settings.id_pointer) {
-            (Some(name), None) => Source::Header(header_name(source, "id_header", name)?),
-            (None, Some(pointer)) => {
-                Source::Pointer(Pointer::parse(source, "id_pointer", pointer)?)
-            }
-            (None, None) => {
-                return Err(invalid(
-                    "id_header",
-                    "set id_header or id_pointer: events need an ID",
-                ))
-            }
-            (Some(_), Some(_)) => {
-                return Err(invalid(
-                    "id_pointer",
-                    "set only one of id_header and id_pointer",
-                ))
-            }
-        };
+            .map_err(|problem| invalid(source, "signed_content", &problem))?;
+        let timestamp = timestamp(source, settings, &template)?;
+        let id = header_or_pointer(
+            source,
+            ("id_header", &settings.id_header),
+            ("id_pointer", &settings.id_pointer),
+        )?
+        .ok_or_else(|| {
+            invalid(
+                source,
+                "id_header",
+                "set id_header or id_pointer: events need an ID",
+            )
+        })?;
         if template.contains(&Part::Id) && !matches!(id, Source::Header(_)) {
             return Err(invalid(
+                source,
                 "signed_content",
                 "uses {id} but id_header is not set",
             ));
         }
-        let kind = match (&settings.type_header, &settings.type_pointer) {
-            (Some(name), None) => Some(Source::Header(header_name(source, "type_header", name)?)),
-            (None, Some(pointer)) => Some(Source::Pointer(Pointer::parse(
-                source,
-                "type_pointer",
-                pointer,
-            )?)),
-            (None, None) => None,
-            (Some(_), Some(_)) => {
-                return Err(invalid(
-                    "type_pointer",
-                    "set only one of type_header and type_pointer",
-                ))
-            }
-        };
+        let kind = header_or_pointer(
+            source,
+            ("type_header", &settings.type_header),
+            ("type_pointer", &settings.type_pointer),
+        )?;
         Ok(Self {
             keys,
             signature_header,
@@ -202,6 +131,89 @@ impl Generic {
     }
 }
 
+fn invalid(source: &str, key: &str, problem: &str) -> ConfigError {
+    ConfigError::invalid(format!("sources.{source}.{key}"), problem)
+}
+
+/// The secrets keyed for the configured `algorithm`.
+fn keys(source: &str, settings: &SourceSettings) -> Result<AnyHmac, ConfigError> {
+    let algorithm = required(
+        source,
+        settings,
+        "algorithm",
+        &settings.algorithm,
+        "\"sha256\"",
+    )?;
+    Ok(match algorithm {
+        "sha1" => AnyHmac::Sha1(keyed_macs(source, settings, secrets::raw)?),
+        "sha256" => AnyHmac::Sha256(keyed_macs(source, settings, secrets::raw)?),
+        "sha512" => AnyHmac::Sha512(keyed_macs(source, settings, secrets::raw)?),
+        _ => {
+            return Err(invalid(
+                source,
+                "algorithm",
+                "must be \"sha1\", \"sha256\" or \"sha512\"",
+            ))
+        }
+    })
+}
+
+/// The timestamp header and tolerance, which must come with `{timestamp}` in the template.
+fn timestamp(
+    source: &str,
+    settings: &SourceSettings,
+    template: &[Part],
+) -> Result<Option<(HeaderName, u64)>, ConfigError> {
+    let signed = template.contains(&Part::Timestamp);
+    match &settings.timestamp_header {
+        Some(_) if !signed => Err(invalid(
+            source,
+            "timestamp_header",
+            "is set but signed_content has no {timestamp}: an unsigned timestamp proves nothing",
+        )),
+        Some(name) => {
+            let tolerance = tolerance_secs(source, settings, DEFAULT_TOLERANCE)?;
+            Ok(Some((
+                header_name(source, "timestamp_header", name)?,
+                tolerance,
+            )))
+        }
+        None if signed => Err(invalid(
+            source,
+            "signed_content",
+            "uses {timestamp} but timestamp_header is not set",
+        )),
+        None if settings.tolerance.is_some() => Err(invalid(
+            source,
+            "tolerance",
+            "only applies with timestamp_header",
+        )),
+        None => Ok(None),
+    }
+}
+
+/// Where a value is read from, given a header key and a pointer key of which at most one is set.
+fn header_or_pointer(
+    source: &str,
+    (header_key, header): (&str, &Option<String>),
+    (pointer_key, pointer): (&str, &Option<String>),
+) -> Result<Option<Source>, ConfigError> {
+    match (header, pointer) {
+        (Some(name), None) => Ok(Some(Source::Header(header_name(source, header_key, name)?))),
+        (None, Some(pointer)) => Ok(Some(Source::Pointer(Pointer::parse(
+            source,
+            pointer_key,
+            pointer,
+        )?))),
+        (None, None) => Ok(None),
+        (Some(_), Some(_)) => Err(invalid(
+            source,
+            pointer_key,
+            &format!("set only one of {header_key} and {pointer_key}"),
+        )),
+    }
+}
+
 fn header_name(source: &str, key: &str, text: &str) -> Result<HeaderName, ConfigError> {
     HeaderName::from_bytes(text.trim().as_bytes()).map_err(|_| {
         ConfigError::invalid(
@@ -209,44 +221,6 @@ fn header_name(source: &str, key: &str, text: &str) -> Result<HeaderName, Config
             format!("{text:?} is not a valid header name"),
         )
     })
-}
-
-/// Splits `{body}`, `{timestamp}`, `{id}` and literal text.
-fn parse_template(text: &str) -> Result<Vec<Part>, String> {
-    let mut parts = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        let next = rest.find(['{', '}']).unwrap_or(rest.len());
-        if next > 0 {
-            parts.push(Part::Literal(rest.as_bytes()[..next].to_vec()));
-        }
-        rest = &rest[next..];
-        if rest.is_empty() {
-            break;
-        }
-        let end = rest
-            .find('}')
-            .filter(|_| rest.starts_with('{'))
-            .ok_or("has an unmatched '}'")?;
-        parts.push(match &rest[..=end] {
-            "{body}" => Part::Body,
-            "{timestamp}" => Part::Timestamp,
-            "{id}" => Part::Id,
-            other => {
-                return Err(format!(
-                    "has an unknown placeholder {other} (use {{body}}, {{timestamp}}, {{id}})"
-                ))
-            }
-        });
-        rest = &rest[end + 1..];
-    }
-    if parts.iter().filter(|p| **p == Part::Body).count() != 1 {
-        return Err("must contain {body} exactly once: the body has to be signed".to_owned());
-    }
-    if parts.len() > MAX_PARTS {
-        return Err(format!("has more than {MAX_PARTS} parts"));
-    }
-    Ok(parts)
 }
 
 impl Generic {
@@ -257,24 +231,61 @@ impl Generic {
         timestamp: &'a [u8],
         id: &'a [u8],
     ) -> ([&'a [u8]; MAX_PARTS], usize) {
-        let mut out: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
-        for (slot, part) in out.iter_mut().zip(&self.template) {
-            *slot = match part {
-                Part::Literal(text) => text,
-                Part::Body => body,
-                Part::Timestamp => timestamp,
-                Part::Id => id,
-            };
-        }
-        (out, self.template.len())
+        message(&self.template, body, timestamp, id)
+    }
+
+    /// The timestamp header as signed and its value, or nothing when none is configured.
+    fn signed_timestamp<'a>(&self, headers: &'a HeaderMap) -> Result<(&'a [u8], i64), VerifyError> {
+        let Some((name, _)) = &self.timestamp else {
+            return Ok((b"", 0));
+        };
+        let garbled = VerifyError::GarbledHeader("timestamp_header");
+        let text = headers
+            .get(name)
+            .ok_or(VerifyError::MissingHeader("timestamp_header"))?
+            .to_str()
+            .map_err(|_| garbled.clone())?;
+        let unix = parse_unix(text).ok_or(garbled)?;
+        Ok((text.as_bytes(), unix))
+    }
+
+    /// The event ID and type of a verified request, from headers or the body as configured. The
+    /// body is parsed only when a pointer needs it.
+    fn id_and_type<'a>(
+        &self,
+        headers: &'a HeaderMap,
+        body: &'a [u8],
+    ) -> Result<(Cow<'a, str>, Cow<'a, str>), VerifyError> {
+        let needs_json =
+            matches!(self.id, Source::Pointer(_)) || matches!(self.kind, Some(Source::Pointer(_)));
+        let document = if needs_json {
+            Some(parse_body(body)?)
+        } else {
+            None
+        };
+        let id = match (&self.id, &document) {
+            (Source::Header(name), _) => {
+                id_from_header(headers, name, "missing the configured id_header")?.into()
+            }
+            (Source::Pointer(pointer), Some(document)) => {
+                id_at(pointer, document)?.into_owned().into()
+            }
+            (Source::Pointer(_), None) => {
+                unreachable!("the body is parsed whenever a pointer is configured")
+            }
+        };
+        let kind = match (&self.kind, &document) {
+            (Some(Source::Header(name)), _) => header_or_empty(headers, name).into(),
+            (Some(Source::Pointer(pointer)), Some(document)) => {
+                type_at(Some(pointer), document).into_owned().into()
+            }
+            _ => Default::default(),
+        };
+        Ok((id, kind))
     }
 
     fn encode(&self, tag: &[u8]) -> String {
-        let encoded = match self.encoding {
-            Encoding::Hex => hex::encode(tag),
-            Encoding::Base64 => base64(tag),
-        };
-        format!("{}{encoded}", self.signature_prefix)
+        format!("{}{}", self.signature_prefix, self.encoding.encode(tag))
     }
 }
 
@@ -295,26 +306,14 @@ impl Provider for Generic {
             .trim()
             .strip_prefix(self.signature_prefix.as_str())
             .ok_or_else(garbled)?;
-        let mut signatures = Candidates::new(self.keys.tag_len());
-        match self.encoding {
-            Encoding::Hex => signatures.push_hex(value),
-            Encoding::Base64 => signatures.push_base64(value),
-        }
-        .map_err(|_| garbled())?;
+        let signatures = Candidates::single(
+            self.encoding,
+            value,
+            self.keys.tag_len(),
+            "signature_header",
+        )?;
 
-        let (timestamp, unix) = match &self.timestamp {
-            Some((name, _)) => {
-                let text = headers
-                    .get(name)
-                    .ok_or(VerifyError::MissingHeader("timestamp_header"))?
-                    .to_str()
-                    .map_err(|_| VerifyError::GarbledHeader("timestamp_header"))?;
-                let unix =
-                    parse_unix(text).ok_or(VerifyError::GarbledHeader("timestamp_header"))?;
-                (text.as_bytes(), unix)
-            }
-            None => (&b""[..], 0),
-        };
+        let (timestamp, unix) = self.signed_timestamp(headers)?;
         let signed_id: &[u8] = match (&self.id, self.template.contains(&Part::Id)) {
             (Source::Header(name), true) => headers
                 .get(name)
@@ -329,28 +328,7 @@ impl Provider for Generic {
         if let Some((_, tolerance)) = self.timestamp {
             check_timestamp(unix, request.now_unix, tolerance)?;
         }
-
-        let needs_json =
-            matches!(self.id, Source::Pointer(_)) || matches!(self.kind, Some(Source::Pointer(_)));
-        let document = if needs_json {
-            Some(parse_body(request.body)?)
-        } else {
-            None
-        };
-        let id = match (&self.id, &document) {
-            (Source::Header(name), _) => {
-                id_from_header(headers, name, "missing the configured id_header")?.into()
-            }
-            (Source::Pointer(pointer), Some(document)) => id_at(pointer, document)?,
-            (Source::Pointer(_), None) => {
-                unreachable!("the body is parsed whenever a pointer is configured")
-            }
-        };
-        let kind = match (&self.kind, &document) {
-            (Some(Source::Header(name)), _) => header_or_empty(headers, name).into(),
-            (Some(Source::Pointer(pointer)), Some(document)) => type_at(Some(pointer), document),
-            _ => Default::default(),
-        };
+        let (id, kind) = self.id_and_type(headers, request.body)?;
         let event = VerifiedEvent::new(id, kind, request.body.clone())?;
         Ok(Verified::Events(vec![event]))
     }

@@ -13,7 +13,7 @@ fn generic(secrets: &[&str], extra: Value) -> Generic {
 }
 
 fn error_for(extra: Value) -> String {
-    config_error(Generic::from_settings(
+    config_error(super::super::build(
         "gen",
         &settings("generic", &["s"], extra),
     ))

@@ -8,18 +8,17 @@
 //! Several secrets may be configured (rotation, as octokit's `verifyWithFallback` does); GitHub
 //! itself sends one signature per delivery.
 
-use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
 use sha1::Sha1;
 
 use crate::config::{ConfigError, SourceSettings};
 
-use super::signing::{
-    any_key_matches, keyed_macs, random_uuid, tag, utf8_secret, Candidates, HmacSha256,
-};
+use super::secrets;
+use super::signatures::{Candidates, Encoding};
+use super::signing::{any_key_matches, keyed_macs, random_uuid, tag, HmacSha256};
 use super::{
-    header, header_or_empty, id_from_header, reject_unused_keys, Provider, RawRequest, SignOptions,
-    Verified, VerifiedEvent, VerifyError,
+    header, header_or_empty, id_from_header, Provider, RawRequest, SignOptions, Verified,
+    VerifiedEvent, VerifyError,
 };
 
 const SIGNATURE_HEADER: &str = "x-hub-signature-256";
@@ -34,12 +33,10 @@ pub struct GitHub {
 
 impl GitHub {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
-        reject_unused_keys(source, settings, &[])?;
-        let keys = keyed_macs(source, settings, utf8_secret)?;
-        let first = settings.secrets[0].expose().as_bytes();
-        let legacy_sign_key = <Hmac<Sha1> as KeyInit>::new_from_slice(first).map_err(|e| {
-            ConfigError::invalid(format!("sources.{source}.secrets[0]"), e.to_string())
-        })?;
+        let keys = keyed_macs(source, settings, secrets::raw)?;
+        // HMAC takes keys of any length, so keying every secret for SHA-1 as well cannot fail
+        // where SHA-256 succeeded; only the first is kept.
+        let legacy_sign_key = keyed_macs::<Hmac<Sha1>>(source, settings, secrets::raw)?.remove(0);
         Ok(Self {
             keys,
             legacy_sign_key,
@@ -56,8 +53,7 @@ impl Provider for GitHub {
         let garbled = || VerifyError::GarbledHeader(SIGNATURE_HEADER);
         let value = header(request.headers, SIGNATURE_HEADER)?;
         let hex = value.strip_prefix("sha256=").ok_or_else(garbled)?;
-        let mut signatures = Candidates::new(32);
-        signatures.push_hex(hex).map_err(|_| garbled())?;
+        let signatures = Candidates::single(Encoding::Hex, hex, 32, SIGNATURE_HEADER)?;
         if !any_key_matches(&self.keys, &[request.body], &signatures) {
             return Err(VerifyError::BadSignature);
         }
@@ -229,7 +225,7 @@ mod tests {
     #[test]
     fn takes_no_provider_specific_keys() {
         let source = settings("github", &[SECRET], json!({ "tolerance": "5m" }));
-        let error = config_error(GitHub::from_settings("gh", &source));
+        let error = config_error(super::super::build("gh", &source));
         assert!(error.starts_with("sources.gh.tolerance:"), "{error}");
     }
 }

@@ -13,10 +13,11 @@ use hmac::Mac;
 
 use crate::config::{ConfigError, SourceSettings};
 
-use super::signing::{keyed_macs, random_uuid, tag, utf8_secret, HmacSha256};
+use super::secrets;
+use super::signing::{random_uuid, tag, HmacSha256};
 use super::{
-    header_or_empty, id_from_header, reject_unused_keys, Provider, RawRequest, SignOptions,
-    Verified, VerifiedEvent, VerifyError,
+    header_or_empty, id_from_header, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
+    VerifyError,
 };
 
 const TOKEN_HEADER: &str = "x-gitlab-token";
@@ -36,16 +37,13 @@ pub struct GitLab {
 
 impl GitLab {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
-        reject_unused_keys(source, settings, &[])?;
-        // Decoding through keyed_macs validates the list (non-empty, named errors) uniformly.
-        let _: Vec<HmacSha256> = keyed_macs(source, settings, utf8_secret)?;
+        let tokens = secrets::decode(source, settings, secrets::raw)?;
         let comparison = <HmacSha256 as Mac>::new_from_slice(COMPARISON_KEY).map_err(|e| {
             ConfigError::invalid(format!("sources.{source}.secrets"), e.to_string())
         })?;
-        let token_tags = settings
-            .secrets
+        let token_tags = tokens
             .iter()
-            .map(|secret| tag(&comparison, &[secret.expose().as_bytes()]))
+            .map(|token| tag(&comparison, &[token]))
             .collect();
         Ok(Self {
             comparison,
@@ -208,7 +206,7 @@ mod tests {
             events(verify(&provider, &sent, BODY, 0)),
             one(KEY, "Tag Push Hook")
         );
-        let error = config_error(GitLab::from_settings(
+        let error = config_error(super::super::build(
             "gl",
             &settings("gitlab", &[], json!({})),
         ));

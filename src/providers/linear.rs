@@ -13,18 +13,17 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::config::{ConfigError, SourceSettings};
-
 use serde_json::value::RawValue;
 
-use super::signing::{
-    any_key_matches, keyed_macs, random_uuid, tag, tolerance_secs, utf8_secret, Candidates,
-    HmacSha256,
-};
+use crate::config::{ConfigError, SourceSettings};
+
+use super::secrets;
+use super::signatures::{Candidates, Encoding};
+use super::signing::{random_uuid, Keyed};
 use super::splice::{zeroed, Edits, Members};
 use super::{
-    header, id_from_header, json_object, reject_unused_keys, Provider, RawRequest, SignError,
-    SignOptions, Verified, VerifiedEvent, VerifyError,
+    header, id_from_header, json_object, Provider, RawRequest, SignError, SignOptions, Verified,
+    VerifiedEvent, VerifyError,
 };
 
 const SIGNATURE_HEADER: &str = "linear-signature";
@@ -32,17 +31,18 @@ const DELIVERY_HEADER: &str = "linear-delivery";
 const DEFAULT_TOLERANCE: Duration = Duration::from_secs(60);
 
 pub struct Linear {
-    keys: Vec<HmacSha256>,
-    tolerance_ms: u64,
+    keyed: Keyed,
 }
 
 impl Linear {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
-        reject_unused_keys(source, settings, &["tolerance"])?;
-        Ok(Self {
-            keys: keyed_macs(source, settings, utf8_secret)?,
-            tolerance_ms: tolerance_secs(source, settings, DEFAULT_TOLERANCE)?.saturating_mul(1000),
-        })
+        let keyed = Keyed::from_settings(source, settings, secrets::raw, DEFAULT_TOLERANCE)?;
+        Ok(Self { keyed })
+    }
+
+    /// The tolerance in milliseconds, the unit of `webhookTimestamp`.
+    fn tolerance_ms(&self) -> u64 {
+        self.keyed.tolerance().saturating_mul(1000)
     }
 }
 
@@ -61,11 +61,8 @@ impl Provider for Linear {
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
         let value = header(request.headers, SIGNATURE_HEADER)?;
-        let mut signatures = Candidates::new(32);
-        signatures
-            .push_hex(value.trim())
-            .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_HEADER))?;
-        if !any_key_matches(&self.keys, &[request.body], &signatures) {
+        let signatures = Candidates::single(Encoding::Hex, value.trim(), 32, SIGNATURE_HEADER)?;
+        if !self.keyed.matches(&[request.body], &signatures) {
             return Err(VerifyError::BadSignature);
         }
         let payload: Payload<'_> = json_object(request.body).ok_or(VerifyError::Malformed(
@@ -75,7 +72,7 @@ impl Provider for Linear {
             VerifyError::Malformed("webhookTimestamp is not a whole number of milliseconds")
         })?;
         let now_ms = request.now_unix.saturating_mul(1000);
-        if now_ms.abs_diff(timestamp_ms) > self.tolerance_ms {
+        if now_ms.abs_diff(timestamp_ms) > self.tolerance_ms() {
             return Err(VerifyError::StaleTimestamp);
         }
         let id = id_from_header(
@@ -99,7 +96,7 @@ impl Provider for Linear {
         vec![
             (
                 "Linear-Signature".to_owned(),
-                hex::encode(tag(&self.keys[0], &[body])),
+                hex::encode(self.keyed.sign(&[body])),
             ),
             (
                 "Linear-Delivery".to_owned(),
@@ -129,7 +126,7 @@ impl Provider for Linear {
         let fresh = current
             .get("webhookTimestamp")?
             .and_then(|value| value.get().parse::<i64>().ok())
-            .is_some_and(|ms| now_ms.abs_diff(ms) <= self.tolerance_ms);
+            .is_some_and(|ms| now_ms.abs_diff(ms) <= self.tolerance_ms());
         if fresh {
             return Ok(None);
         }
@@ -144,6 +141,7 @@ mod tests {
     use http::HeaderMap;
     use serde_json::json;
 
+    use super::super::signing::{tag, HmacSha256};
     use super::super::testing::{config_error, events, headers, one, settings, signed, verify};
     use super::*;
 
@@ -278,7 +276,7 @@ mod tests {
             events(verify(&provider, &signed(&sent), fresh.as_bytes(), NOW)),
             one(DELIVERY, "Issue")
         );
-        let error = config_error(Linear::from_settings(
+        let error = config_error(super::super::build(
             "lin",
             &settings("linear", &[SECRET], json!({ "id_header": "x" })),
         ));

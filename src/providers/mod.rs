@@ -10,13 +10,17 @@
 //! only then parse the body for the event ID. So an unsigned garbage body is an invalid signature
 //! (401), never `Malformed` (400), which is kept for senders that hold the secret.
 //!
+//! - `registry`: the one list of providers (name, constructor, default dedup window, own keys);
+//!   `build` and `default_dedup_ttl` read it.
 //! - `stripe`, `standard` (and Svix), `github`, `shopify`, `slack`, `paddle`, `square`, `linear`,
-//!   `gitlab`: one scheme each, as described in PROVIDERS.md and each module's documentation.
+//!   `gitlab`: one scheme each, described in each module's documentation.
 //! - `adyen` (classic: a signature per batch item, one event per item) and `adyen_platform`.
-//! - `generic`: a configurable HMAC shape for providers without a module of their own.
-//! - `signing`: keyed MACs, decoded signatures, timestamps and made-up IDs for `sign`;
-//!   `extract`: JSON pointers; `secrets`: per-provider secret decoding; `splice`: byte-preserving
-//!   JSON edits for `sign_body`.
+//! - `generic`: a configurable HMAC shape for providers without a module of their own, and
+//!   `generic_template`, its `signed_content` template.
+//! - `signing`: keyed MACs (`Keyed` for the schemes that sign a timestamp), timestamps and
+//!   made-up IDs for `sign`; `signatures`: the signatures of a request, decoded; `params`:
+//!   `key=value` signature headers (Stripe, Paddle); `secrets`: every secret encoding; `extract`:
+//!   JSON pointers; `splice`: byte-preserving JSON edits for `sign_body`.
 //! - `fixture_tests`: replays tests/fixtures/*.json, made with the providers' own SDKs by
 //!   `scripts/gen-fixtures`.
 
@@ -26,12 +30,16 @@ mod extract;
 #[cfg(test)]
 mod fixture_tests;
 mod generic;
+mod generic_template;
 mod github;
 mod gitlab;
 mod linear;
 mod paddle;
+mod params;
+mod registry;
 mod secrets;
 mod shopify;
+mod signatures;
 mod signing;
 mod slack;
 mod splice;
@@ -41,17 +49,14 @@ mod stripe;
 #[cfg(test)]
 mod testing;
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use bytes::Bytes;
 use http::HeaderMap;
 
-use crate::config::{ConfigError, SourceSettings};
-
+pub use registry::{build, default_dedup_ttl, lookup, names, ProviderSpec, REGISTRY};
 pub use secrets::decode_secrets;
 
-/// Longest event ID we accept, in bytes (DESIGN §4: IDs are used verbatim in Redis keys).
+/// Longest event ID we accept, in bytes: IDs are used verbatim in Redis keys (see "Redis layout"
+/// in `docs/design.md`).
 pub const MAX_EVENT_ID_LEN: usize = 255;
 
 /// What a provider sees of one HTTP request.
@@ -144,7 +149,8 @@ pub enum Verified {
     Handshake(Bytes),
 }
 
-/// Why a request was rejected. Each variant maps to one outcome of DESIGN §2.
+/// Why a request was rejected. Each variant maps to one outcome (see "Outcomes and status codes"
+/// in `docs/design.md`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VerifyError {
     #[error("missing header {0}")]
@@ -221,84 +227,6 @@ pub trait Provider: Send + Sync + 'static {
     }
 }
 
-/// Builds the provider for one configured source, validating its provider-specific keys.
-pub fn build(source: &str, settings: &SourceSettings) -> Result<Arc<dyn Provider>, ConfigError> {
-    let key = |k: &str| format!("sources.{source}.{k}");
-    match settings.provider.as_str() {
-        "stripe" => Ok(Arc::new(stripe::Stripe::from_settings(source, settings)?)),
-        "standard" => Ok(Arc::new(standard::Standard::from_settings(
-            source, settings,
-        )?)),
-        "github" => Ok(Arc::new(github::GitHub::from_settings(source, settings)?)),
-        "adyen" => Ok(Arc::new(adyen::Adyen::from_settings(source, settings)?)),
-        "adyen_platform" => Ok(Arc::new(adyen_platform::AdyenPlatform::from_settings(
-            source, settings,
-        )?)),
-        "shopify" => Ok(Arc::new(shopify::Shopify::from_settings(source, settings)?)),
-        "slack" => Ok(Arc::new(slack::Slack::from_settings(source, settings)?)),
-        "paddle" => Ok(Arc::new(paddle::Paddle::from_settings(source, settings)?)),
-        "square" => Ok(Arc::new(square::Square::from_settings(source, settings)?)),
-        "linear" => Ok(Arc::new(linear::Linear::from_settings(source, settings)?)),
-        "gitlab" => Ok(Arc::new(gitlab::GitLab::from_settings(source, settings)?)),
-        "generic" => Ok(Arc::new(generic::Generic::from_settings(source, settings)?)),
-        other => Err(ConfigError::invalid(
-            key("provider"),
-            format!(
-                "unknown provider {other:?} (known: {})",
-                KNOWN_PROVIDERS.join(", ")
-            ),
-        )),
-    }
-}
-
-/// Every provider name `build` accepts.
-pub const KNOWN_PROVIDERS: &[&str] = &[
-    "stripe",
-    "standard",
-    "github",
-    "adyen",
-    "adyen_platform",
-    "shopify",
-    "slack",
-    "paddle",
-    "square",
-    "linear",
-    "gitlab",
-    "generic",
-];
-
-/// Default dedup window for a provider: its retry horizon plus a margin.
-///
-/// A window shorter than the horizon lets a late retry through as a new event; a longer one only
-/// costs Redis memory (one small record per event), so the margins are generous.
-pub fn default_dedup_ttl(provider: &str) -> Duration {
-    const HOUR: u64 = 3600;
-    const DAY: u64 = 24 * HOUR;
-    let secs = match provider {
-        // Stripe retries live events for up to 3 days; one day of margin.
-        "stripe" => 4 * DAY,
-        // GitHub lets operators redeliver for 3 days; one day of margin.
-        "github" => 4 * DAY,
-        // Svix's schedule ends about 28 hours after the first attempt; the rest is margin.
-        "standard" => 3 * DAY,
-        // Adyen's retry queue keeps trying for up to 30 days (both webhook families).
-        "adyen" | "adyen_platform" => 31 * DAY,
-        // Shopify retries 8 times over 4 hours; a day covers late manual re-sends too.
-        "shopify" => DAY,
-        // Slack retries 3 times within about 6 minutes; an hour is ample.
-        "slack" => HOUR,
-        // Paddle retries for up to 3 days; Square for up to 72 hours.
-        "paddle" | "square" => 4 * DAY,
-        // Linear retries after 1 minute, 1 hour and 6 hours.
-        "linear" => DAY,
-        // GitLab keeps hook logs (and their "Resend request" button) for 2 days.
-        "gitlab" => 3 * DAY,
-        // Unknown schedules (generic): a week.
-        _ => 7 * DAY,
-    };
-    Duration::from_secs(secs)
-}
-
 /// Checks that an event ID can be used verbatim as part of a Redis key.
 pub fn validate_event_id(id: &str) -> Result<(), VerifyError> {
     if id.is_empty() {
@@ -311,45 +239,6 @@ pub fn validate_event_id(id: &str) -> Result<(), VerifyError> {
         return Err(VerifyError::Malformed(
             "event ID contains control characters",
         ));
-    }
-    Ok(())
-}
-
-/// Keys of `[sources.NAME]` that every provider understands.
-const COMMON_KEYS: &[&str] = &["provider", "secrets", "dedup_ttl", "stream"];
-
-/// Rejects any configured provider-specific key that is not in `used`, naming it.
-///
-/// A key that a provider silently ignores is a misconfiguration waiting to surprise someone (a
-/// `notification_url` on a Stripe source suggests the operator meant another provider), so every
-/// provider's `from_settings` calls this first.
-pub(crate) fn reject_unused_keys(
-    source: &str,
-    settings: &SourceSettings,
-    used: &[&str],
-) -> Result<(), ConfigError> {
-    // Unset options are skipped when serializing, so the object's keys are exactly the keys that
-    // were configured, and a key added to `SourceSettings` later is covered without touching this.
-    let configured = serde_json::to_value(settings)
-        .map_err(|e| ConfigError::invalid(format!("sources.{source}"), e.to_string()))?;
-    let Some(configured) = configured.as_object() else {
-        return Ok(());
-    };
-    for key in configured.keys() {
-        if !COMMON_KEYS.contains(&key.as_str()) && !used.contains(&key.as_str()) {
-            let uses = if used.is_empty() {
-                "none".to_owned()
-            } else {
-                used.join(", ")
-            };
-            return Err(ConfigError::invalid(
-                format!("sources.{source}.{key}"),
-                format!(
-                    "is not used by provider {:?} (its own keys: {uses})",
-                    settings.provider
-                ),
-            ));
-        }
     }
     Ok(())
 }
@@ -399,86 +288,7 @@ pub(crate) fn header<'a>(
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
-    use super::testing::settings;
     use super::*;
-
-    /// The smallest valid settings of each provider, with the common keys every provider takes.
-    fn minimal(provider: &str) -> SourceSettings {
-        let (secret, extra) = match provider {
-            "adyen" => ("44782DEF547AAA06C910C43932B1EB0C", json!({})),
-            "adyen_platform" => (
-                "44782DEF547AAA06C910C43932B1EB0C",
-                json!({ "id_pointer": "/id" }),
-            ),
-            "square" => (
-                "key",
-                json!({ "notification_url": "https://hooks.example.com/sq" }),
-            ),
-            "generic" => (
-                "key",
-                json!({ "signature_header": "X-Sig", "algorithm": "sha256", "encoding": "hex", "id_header": "X-Id" }),
-            ),
-            "standard" => ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", json!({})),
-            _ => ("secret", json!({})),
-        };
-        let mut extra = extra;
-        extra["dedup_ttl"] = json!("2h");
-        extra["stream"] = json!("custom:stream");
-        settings(provider, &[secret], extra)
-    }
-
-    #[test]
-    fn every_known_provider_builds_signs_and_has_a_dedup_window() {
-        for name in KNOWN_PROVIDERS {
-            let provider = build("src", &minimal(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(provider.name(), *name);
-            let headers = provider.sign(b"{}", &SignOptions::default());
-            assert!(headers.iter().any(|(n, _)| n == "Content-Type"), "{name}");
-            assert!(
-                default_dedup_ttl(name) >= Duration::from_secs(3600),
-                "{name}"
-            );
-        }
-    }
-
-    #[test]
-    fn unknown_providers_and_foreign_keys_are_named() {
-        let error = build("src", &settings("stripey", &["s"], json!({})))
-            .err()
-            .unwrap();
-        assert!(
-            error.to_string().starts_with("sources.src.provider:"),
-            "{error}"
-        );
-        for name in KNOWN_PROVIDERS {
-            let mut source = minimal(name);
-            // Every provider but square rejects notification_url; square rejects id_header.
-            let key = if *name == "square" {
-                "id_header"
-            } else {
-                "notification_url"
-            };
-            let mut value = serde_json::to_value(&source).unwrap();
-            value[key] = json!("x");
-            value["secrets"] = json!(source
-                .secrets
-                .iter()
-                .map(|s| s.expose())
-                .collect::<Vec<_>>());
-            source = serde_json::from_value(value).unwrap();
-            let error = build("src", &source)
-                .err()
-                .unwrap_or_else(|| panic!("{name} took {key}"));
-            assert!(
-                error
-                    .to_string()
-                    .starts_with(&format!("sources.src.{key}:")),
-                "{name}: {error}"
-            );
-        }
-    }
 
     #[test]
     fn event_ids_are_checked_for_length_and_control_characters() {

@@ -20,30 +20,29 @@ use serde::Deserialize;
 
 use crate::config::{ConfigError, SourceSettings};
 
-use super::signing::{
-    any_key_matches, check_timestamp, keyed_macs, parse_unix, tag, tolerance_secs, utf8_secret,
-    Candidates, HmacSha256,
-};
-use super::{
-    header, json_object, reject_unused_keys, Provider, RawRequest, SignOptions, Verified,
-    VerifiedEvent, VerifyError,
-};
+use super::params::ParamsShape;
+use super::secrets;
+use super::signing::Keyed;
+use super::{json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError};
 
-const SIGNATURE_HEADER: &str = "paddle-signature";
+/// `Paddle-Signature: ts=<unix>;h1=<hex>[;h1=…]` over `"<ts>:<raw body>"`.
+const SIGNATURE: ParamsShape = ParamsShape {
+    header: "paddle-signature",
+    separator: ';',
+    timestamp: "ts",
+    signature: "h1",
+    joiner: b":",
+};
 const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
 
 pub struct Paddle {
-    keys: Vec<HmacSha256>,
-    tolerance: u64,
+    keyed: Keyed,
 }
 
 impl Paddle {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
-        reject_unused_keys(source, settings, &["tolerance"])?;
-        Ok(Self {
-            keys: keyed_macs(source, settings, utf8_secret)?,
-            tolerance: tolerance_secs(source, settings, DEFAULT_TOLERANCE)?,
-        })
+        let keyed = Keyed::from_settings(source, settings, secrets::raw, DEFAULT_TOLERANCE)?;
+        Ok(Self { keyed })
     }
 }
 
@@ -61,26 +60,7 @@ impl Provider for Paddle {
     }
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
-        let garbled = || VerifyError::GarbledHeader(SIGNATURE_HEADER);
-        let value = header(request.headers, SIGNATURE_HEADER)?;
-        let mut timestamp = None;
-        let mut signatures = Candidates::new(32);
-        for item in value.split(';') {
-            let (key, value) = item.split_once('=').ok_or_else(garbled)?;
-            match key.trim() {
-                "ts" if timestamp.is_some() => return Err(garbled()),
-                "ts" => timestamp = Some(value.trim()),
-                "h1" => signatures.push_hex(value.trim()).map_err(|_| garbled())?,
-                _ => {}
-            }
-        }
-        let timestamp = timestamp.ok_or_else(garbled)?;
-        let unix = parse_unix(timestamp).ok_or_else(garbled)?;
-        let message: [&[u8]; 3] = [timestamp.as_bytes(), b":", request.body];
-        if signatures.is_empty() || !any_key_matches(&self.keys, &message, &signatures) {
-            return Err(VerifyError::BadSignature);
-        }
-        check_timestamp(unix, request.now_unix, self.tolerance)?;
+        SIGNATURE.verify(&self.keyed, request)?;
         let notification: Notification<'_> = json_object(request.body).ok_or(
             VerifyError::Malformed("body is not a Paddle notification (JSON with \"event_id\")"),
         )?;
@@ -93,12 +73,10 @@ impl Provider for Paddle {
     }
 
     fn sign(&self, body: &[u8], options: &SignOptions) -> Vec<(String, String)> {
-        let timestamp = options.now_unix.to_string();
-        let mac = tag(&self.keys[0], &[timestamp.as_bytes(), b":", body]);
         vec![
             (
                 "Paddle-Signature".to_owned(),
-                format!("ts={timestamp};h1={}", hex::encode(mac)),
+                SIGNATURE.sign(&self.keyed, body, options.now_unix),
             ),
             ("Content-Type".to_owned(), "application/json".to_owned()),
         ]
@@ -109,6 +87,7 @@ impl Provider for Paddle {
 mod tests {
     use serde_json::json;
 
+    use super::super::signing::{tag, HmacSha256};
     use super::super::testing::{config_error, events, headers, one, settings, verify};
     use super::*;
 
@@ -233,7 +212,7 @@ mod tests {
                 "{body}"
             );
         }
-        let error = config_error(Paddle::from_settings(
+        let error = config_error(super::super::build(
             "pd",
             &settings(
                 "paddle",

@@ -1,6 +1,21 @@
-//! Turning configured secret strings into HMAC keys, per each provider's encoding rules.
+//! Turning configured secret strings into key bytes: every encoding a provider uses, in one place.
+//!
+//! Providers disagree on what the configured secret *is*:
+//! - [`raw`]: the whole string as UTF-8, prefix included (Stripe's `whsec_…`, Paddle's `pdl_ntf_…`,
+//!   GitHub, Slack, Shopify, Square, Linear, GitLab's token, the generic provider);
+//! - [`whsec_base64`]: `whsec_` followed by base64 of the key (Standard Webhooks and Svix);
+//! - [`hex`]: hex digits of the key (Adyen's HMAC keys).
+//!
+//! Each decoder returns the problem as text; [`decode`] names the offending list entry with it.
 
-use crate::config::{ConfigError, Secret};
+use base64::Engine as _;
+
+use crate::config::{ConfigError, Secret, SourceSettings};
+
+use super::signatures::BASE64_LENIENT;
+
+/// One secret's decoder: the key bytes, or what is wrong with the text.
+pub(crate) type Decoder = fn(&str) -> Result<Vec<u8>, String>;
 
 /// Decodes every secret of a source with `decode`, naming the offending list entry on failure.
 pub fn decode_secrets(
@@ -17,4 +32,90 @@ pub fn decode_secrets(
             })
         })
         .collect()
+}
+
+/// The key bytes of every secret of a source, which must have at least one.
+pub(crate) fn decode(
+    source: &str,
+    settings: &SourceSettings,
+    decoder: Decoder,
+) -> Result<Vec<Vec<u8>>, ConfigError> {
+    if settings.secrets.is_empty() {
+        return Err(ConfigError::invalid(
+            format!("sources.{source}.secrets"),
+            "at least one secret is required",
+        ));
+    }
+    decode_secrets(source, &settings.secrets, decoder)
+}
+
+/// The secret's UTF-8 bytes, as they are.
+pub(crate) fn raw(secret: &str) -> Result<Vec<u8>, String> {
+    Ok(secret.as_bytes().to_vec())
+}
+
+/// `whsec_<base64>` → key bytes. The prefix is optional and padding too, as in the official
+/// Standard Webhooks libraries.
+pub(crate) fn whsec_base64(secret: &str) -> Result<Vec<u8>, String> {
+    let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
+    let key = BASE64_LENIENT
+        .decode(encoded)
+        .map_err(|e| format!("is not \"whsec_\" followed by base64 ({e})"))?;
+    if key.is_empty() {
+        return Err("decodes to an empty key".to_owned());
+    }
+    Ok(key)
+}
+
+/// Hex digits (either case, surrounding spaces ignored) → key bytes. Adyen shows its HMAC keys so
+/// (64 digits for the 32-byte keys it generates).
+pub(crate) fn hex(secret: &str) -> Result<Vec<u8>, String> {
+    let key = ::hex::decode(secret.trim()).map_err(|e| format!("is not a hex HMAC key ({e})"))?;
+    if key.is_empty() {
+        return Err("is an empty HMAC key".to_owned());
+    }
+    Ok(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::testing::settings;
+    use super::*;
+
+    #[test]
+    fn each_encoding_decodes_its_own_form() {
+        assert_eq!(raw("whsec_abc").unwrap(), b"whsec_abc");
+        assert_eq!(whsec_base64("whsec_AQID").unwrap(), [1, 2, 3]);
+        // The prefix and the padding are optional.
+        assert_eq!(whsec_base64("AQI").unwrap(), [1, 2]);
+        assert_eq!(hex(" 0aFf ").unwrap(), [0x0a, 0xff]);
+    }
+
+    #[test]
+    fn unusable_secrets_say_why() {
+        assert!(whsec_base64("whsec_not*base64")
+            .unwrap_err()
+            .contains("base64"));
+        assert_eq!(
+            whsec_base64("whsec_").unwrap_err(),
+            "decodes to an empty key"
+        );
+        assert!(hex("xyz").unwrap_err().contains("hex"));
+        assert_eq!(hex("").unwrap_err(), "is an empty HMAC key");
+    }
+
+    #[test]
+    fn errors_name_the_list_entry_and_an_empty_list() {
+        let two = settings("adyen", &["0a0b", "nothex"], json!({}));
+        let error = decode("ady", &two, hex).unwrap_err().to_string();
+        assert!(error.starts_with("sources.ady.secrets[1]: "), "{error}");
+        let none = settings("adyen", &[], json!({}));
+        let error = decode("ady", &none, hex).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "sources.ady.secrets: at least one secret is required"
+        );
+    }
 }

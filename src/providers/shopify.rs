@@ -13,12 +13,12 @@
 
 use crate::config::{ConfigError, SourceSettings};
 
-use super::signing::{
-    any_key_matches, base64, keyed_macs, random_uuid, tag, utf8_secret, Candidates, HmacSha256,
-};
+use super::secrets;
+use super::signatures::{base64, Candidates, Encoding};
+use super::signing::{any_key_matches, keyed_macs, random_uuid, tag, HmacSha256};
 use super::{
-    header, header_or_empty, reject_unused_keys, Provider, RawRequest, SignOptions, Verified,
-    VerifiedEvent, VerifyError,
+    header, header_or_empty, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
+    VerifyError,
 };
 
 struct HeaderNames {
@@ -48,9 +48,8 @@ pub struct Shopify {
 
 impl Shopify {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
-        reject_unused_keys(source, settings, &[])?;
         Ok(Self {
-            keys: keyed_macs(source, settings, utf8_secret)?,
+            keys: keyed_macs(source, settings, secrets::raw)?,
         })
     }
 }
@@ -67,10 +66,7 @@ impl Provider for Shopify {
             &CLASSIC
         };
         let value = header(request.headers, names.hmac)?;
-        let mut signatures = Candidates::new(32);
-        signatures
-            .push_base64(value.trim())
-            .map_err(|_| VerifyError::GarbledHeader(names.hmac))?;
+        let signatures = Candidates::single(Encoding::Base64, value.trim(), 32, names.hmac)?;
         if !any_key_matches(&self.keys, &[request.body], &signatures) {
             return Err(VerifyError::BadSignature);
         }
@@ -235,7 +231,7 @@ mod tests {
         )));
         let result = verify(&provider, &signed(&sent), BODY.as_bytes(), 0);
         assert_eq!(events(result), one(EVENT_ID, "orders/create"));
-        let error = config_error(Shopify::from_settings(
+        let error = config_error(super::super::build(
             "shop",
             &settings("shopify", &[SECRET], json!({ "tolerance": "1m" })),
         ));

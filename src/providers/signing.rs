@@ -1,13 +1,12 @@
-//! Building blocks shared by the HMAC schemes: keyed MACs, signature candidates, clocks and IDs.
+//! Building blocks shared by the HMAC schemes: keyed MACs, clocks and made-up IDs.
 //!
 //! Verification runs for every request, so nothing here allocates on that path: secrets are turned
 //! into keyed MAC states once at construction (cloning one is two SHA block states, cheaper than
-//! re-deriving the key pads), and signatures from a header are decoded into a fixed stack buffer.
+//! re-deriving the key pads), and the signatures a request carries are compared as `Candidates`
+//! (see `signatures`), decoded into a fixed stack buffer.
 
 use std::time::Duration;
 
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine as _;
 use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
 use rand::Rng;
@@ -16,97 +15,11 @@ use sha2::{Sha256, Sha512};
 
 use crate::config::{ConfigError, SourceSettings};
 
-use super::decode_secrets;
+use super::secrets::{self, Decoder};
+use super::signatures::Candidates;
+use super::VerifyError;
 
 pub(crate) type HmacSha256 = Hmac<Sha256>;
-
-/// Most signatures of an accepted scheme we look at in one header. Real senders put one per live
-/// secret (two or three during a rotation); the cap keeps a forged header with thousands of
-/// entries from costing thousands of MAC computations.
-pub(crate) const MAX_SIGNATURES: usize = 16;
-
-/// Longest tag any supported algorithm produces (SHA-512).
-const MAX_TAG_LEN: usize = 64;
-
-/// Longest base64 text that can hold `MAX_TAG_LEN` bytes (88 characters, padded).
-const MAX_BASE64_LEN: usize = MAX_TAG_LEN.div_ceil(3) * 4;
-
-/// Signatures taken from a request, decoded, waiting to be compared with the expected tags.
-pub(crate) struct Candidates {
-    tags: [[u8; MAX_TAG_LEN]; MAX_SIGNATURES],
-    count: usize,
-    tag_len: usize,
-}
-
-/// Why a signature could not be taken: the header it came from is then garbled.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Unusable;
-
-impl Candidates {
-    /// An empty set for tags of `tag_len` bytes (32 for SHA-256).
-    pub(crate) fn new(tag_len: usize) -> Self {
-        debug_assert!(tag_len <= MAX_TAG_LEN);
-        Self {
-            tags: [[0; MAX_TAG_LEN]; MAX_SIGNATURES],
-            count: 0,
-            tag_len,
-        }
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    /// Adds a hex signature (either case). Wrong length, bad digits or too many: `Unusable`.
-    pub(crate) fn push_hex(&mut self, text: &str) -> Result<(), Unusable> {
-        let slot = self.next_slot()?;
-        // decode_to_slice checks that the text is exactly twice the slot length.
-        hex::decode_to_slice(text, slot).map_err(|_| Unusable)?;
-        self.count += 1;
-        Ok(())
-    }
-
-    /// Adds a standard-alphabet base64 signature, padded or not.
-    pub(crate) fn push_base64(&mut self, text: &str) -> Result<(), Unusable> {
-        let tag_len = self.tag_len;
-        let slot = self.next_slot()?;
-        if text.len() > MAX_BASE64_LEN {
-            return Err(Unusable);
-        }
-        let mut buffer = [0u8; MAX_TAG_LEN + 3];
-        let len = BASE64_LENIENT
-            .decode_slice(text, &mut buffer)
-            .map_err(|_| Unusable)?;
-        if len != tag_len {
-            return Err(Unusable);
-        }
-        slot.copy_from_slice(&buffer[..len]);
-        self.count += 1;
-        Ok(())
-    }
-
-    fn next_slot(&mut self) -> Result<&mut [u8], Unusable> {
-        let tag_len = self.tag_len;
-        self.tags
-            .get_mut(self.count)
-            .map(|tag| &mut tag[..tag_len])
-            .ok_or(Unusable)
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &[u8]> {
-        self.tags[..self.count]
-            .iter()
-            .map(|tag| &tag[..self.tag_len])
-    }
-}
-
-/// Standard alphabet that accepts padded and unpadded input alike (senders differ).
-pub(crate) const BASE64_LENIENT: base64::engine::GeneralPurpose =
-    base64::engine::GeneralPurpose::new(
-        &base64::alphabet::STANDARD,
-        base64::engine::GeneralPurposeConfig::new()
-            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
-    );
 
 /// True when any key's MAC over the concatenated `message` parts equals any candidate.
 ///
@@ -142,15 +55,9 @@ pub(crate) fn tag<M: Mac + Clone>(key: &M, message: &[&[u8]]) -> Vec<u8> {
 pub(crate) fn keyed_macs<M: Mac + KeyInit>(
     source: &str,
     settings: &SourceSettings,
-    decode: impl Fn(&str) -> Result<Vec<u8>, String>,
+    decode: Decoder,
 ) -> Result<Vec<M>, ConfigError> {
-    if settings.secrets.is_empty() {
-        return Err(ConfigError::invalid(
-            format!("sources.{source}.secrets"),
-            "at least one secret is required",
-        ));
-    }
-    let keys = decode_secrets(source, &settings.secrets, decode)?;
+    let keys = secrets::decode(source, settings, decode)?;
     keys.iter()
         .enumerate()
         .map(|(i, key)| {
@@ -164,9 +71,60 @@ pub(crate) fn keyed_macs<M: Mac + KeyInit>(
         .collect()
 }
 
-/// The secret's UTF-8 bytes, as is (GitHub, Stripe, Paddle, Slack, …).
-pub(crate) fn utf8_secret(secret: &str) -> Result<Vec<u8>, String> {
-    Ok(secret.as_bytes().to_vec())
+/// HMAC-SHA256 keys and a timestamp tolerance: what every scheme that signs a timestamp holds.
+///
+/// `verify` runs the common order of those schemes: any key's MAC must equal any signature, and
+/// only then is the signed timestamp checked, so that an unsigned request with a stale timestamp
+/// is a bad signature, not a stale one.
+pub(crate) struct Keyed {
+    keys: Vec<HmacSha256>,
+    /// In whole seconds, at least one.
+    tolerance: u64,
+}
+
+impl Keyed {
+    /// Keys from the source's secrets (decoded with `decode`) and its `tolerance`, or `default`.
+    pub(crate) fn from_settings(
+        source: &str,
+        settings: &SourceSettings,
+        decode: Decoder,
+        default_tolerance: Duration,
+    ) -> Result<Self, ConfigError> {
+        Ok(Self {
+            keys: keyed_macs(source, settings, decode)?,
+            tolerance: tolerance_secs(source, settings, default_tolerance)?,
+        })
+    }
+
+    /// The tolerance in whole seconds.
+    pub(crate) fn tolerance(&self) -> u64 {
+        self.tolerance
+    }
+
+    /// True when any key's MAC over `message` equals any of `signatures` (none never matches).
+    pub(crate) fn matches(&self, message: &[&[u8]], signatures: &Candidates) -> bool {
+        any_key_matches(&self.keys, message, signatures)
+    }
+
+    /// Checks the signatures over `message`, then that `signed_unix` is within the tolerance of
+    /// `now_unix`.
+    pub(crate) fn verify(
+        &self,
+        message: &[&[u8]],
+        signatures: &Candidates,
+        signed_unix: i64,
+        now_unix: i64,
+    ) -> Result<(), VerifyError> {
+        if !self.matches(message, signatures) {
+            return Err(VerifyError::BadSignature);
+        }
+        check_timestamp(signed_unix, now_unix, self.tolerance)
+    }
+
+    /// The MAC of `message` under the first secret, for `sign`.
+    pub(crate) fn sign(&self, message: &[&[u8]]) -> Vec<u8> {
+        tag(&self.keys[0], message)
+    }
 }
 
 /// The source's `tolerance` in whole seconds, or `default`.
@@ -192,9 +150,9 @@ pub(crate) fn check_timestamp(
     signed_unix: i64,
     now_unix: i64,
     tolerance: u64,
-) -> Result<(), super::VerifyError> {
+) -> Result<(), VerifyError> {
     if now_unix.abs_diff(signed_unix) > tolerance {
-        Err(super::VerifyError::StaleTimestamp)
+        Err(VerifyError::StaleTimestamp)
     } else {
         Ok(())
     }
@@ -234,11 +192,6 @@ pub(crate) fn random_uuid() -> String {
     )
 }
 
-/// Base64 (standard alphabet, padded) of a tag, for `sign`.
-pub(crate) fn base64(bytes: &[u8]) -> String {
-    STANDARD.encode(bytes)
-}
-
 /// Keyed MACs of one configured algorithm (the generic provider's `algorithm`).
 pub(crate) enum AnyHmac {
     Sha1(Vec<Hmac<Sha1>>),
@@ -275,30 +228,6 @@ impl AnyHmac {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn candidates_reject_wrong_lengths_and_cap_the_count() {
-        let mut c = Candidates::new(32);
-        assert_eq!(c.push_hex("abcd"), Err(Unusable));
-        assert_eq!(c.push_hex(&"zz".repeat(32)), Err(Unusable));
-        assert_eq!(c.push_base64("AAAA"), Err(Unusable));
-        assert!(c.is_empty());
-        for _ in 0..MAX_SIGNATURES {
-            c.push_hex(&"AB".repeat(32)).unwrap();
-        }
-        assert_eq!(c.push_hex(&"ab".repeat(32)), Err(Unusable));
-        assert_eq!(c.push_base64(&base64(&[0; 32])), Err(Unusable));
-    }
-
-    #[test]
-    fn base64_signatures_decode_padded_or_not() {
-        let mut c = Candidates::new(32);
-        let padded = base64(&[7; 32]);
-        c.push_base64(&padded).unwrap();
-        c.push_base64(padded.trim_end_matches('=')).unwrap();
-        assert!(c.iter().all(|tag| tag == [7; 32]));
-        assert_eq!(c.push_base64(&"A".repeat(200)), Err(Unusable));
-    }
 
     #[test]
     fn timestamps_are_checked_on_both_sides_without_overflow() {

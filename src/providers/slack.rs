@@ -17,13 +17,11 @@ use serde::Deserialize;
 
 use crate::config::{ConfigError, SourceSettings};
 
-use super::signing::{
-    any_key_matches, check_timestamp, keyed_macs, parse_unix, tag, tolerance_secs, utf8_secret,
-    Candidates, HmacSha256,
-};
+use super::secrets;
+use super::signatures::{Candidates, Encoding};
+use super::signing::{parse_unix, Keyed};
 use super::{
-    header, json_object, reject_unused_keys, Provider, RawRequest, SignOptions, Verified,
-    VerifiedEvent, VerifyError,
+    header, json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
 };
 
 const SIGNATURE_HEADER: &str = "x-slack-signature";
@@ -31,17 +29,13 @@ const TIMESTAMP_HEADER: &str = "x-slack-request-timestamp";
 const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
 
 pub struct Slack {
-    keys: Vec<HmacSha256>,
-    tolerance: u64,
+    keyed: Keyed,
 }
 
 impl Slack {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
-        reject_unused_keys(source, settings, &["tolerance"])?;
-        Ok(Self {
-            keys: keyed_macs(source, settings, utf8_secret)?,
-            tolerance: tolerance_secs(source, settings, DEFAULT_TOLERANCE)?,
-        })
+        let keyed = Keyed::from_settings(source, settings, secrets::raw, DEFAULT_TOLERANCE)?;
+        Ok(Self { keyed })
     }
 }
 
@@ -75,15 +69,10 @@ impl Provider for Slack {
         let hex = value
             .strip_prefix("v0=")
             .ok_or(VerifyError::GarbledHeader(SIGNATURE_HEADER))?;
-        let mut signatures = Candidates::new(32);
-        signatures
-            .push_hex(hex)
-            .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_HEADER))?;
+        let signatures = Candidates::single(Encoding::Hex, hex, 32, SIGNATURE_HEADER)?;
         let message: [&[u8]; 4] = [b"v0:", timestamp.as_bytes(), b":", request.body];
-        if !any_key_matches(&self.keys, &message, &signatures) {
-            return Err(VerifyError::BadSignature);
-        }
-        check_timestamp(unix, request.now_unix, self.tolerance)?;
+        self.keyed
+            .verify(&message, &signatures, unix, request.now_unix)?;
 
         let envelope: Envelope<'_> = json_object(request.body).ok_or(VerifyError::Malformed(
             "body is not a Slack Events API payload (JSON object)",
@@ -109,7 +98,7 @@ impl Provider for Slack {
 
     fn sign(&self, body: &[u8], options: &SignOptions) -> Vec<(String, String)> {
         let timestamp = options.now_unix.to_string();
-        let mac = tag(&self.keys[0], &[b"v0:", timestamp.as_bytes(), b":", body]);
+        let mac = self.keyed.sign(&[b"v0:", timestamp.as_bytes(), b":", body]);
         vec![
             (
                 "X-Slack-Signature".to_owned(),
@@ -248,7 +237,7 @@ mod tests {
             ),
             Err(VerifyError::GarbledHeader("x-slack-signature"))
         );
-        let error = config_error(Slack::from_settings(
+        let error = config_error(super::super::build(
             "sl",
             &settings("slack", &[SECRET], json!({ "id_pointer": "/event_id" })),
         ));

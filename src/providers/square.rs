@@ -13,12 +13,11 @@ use serde::Deserialize;
 use crate::config::{ConfigError, SourceSettings};
 
 use super::extract::required;
-use super::signing::{
-    any_key_matches, base64, keyed_macs, tag, utf8_secret, Candidates, HmacSha256,
-};
+use super::secrets;
+use super::signatures::{base64, Candidates, Encoding};
+use super::signing::{any_key_matches, keyed_macs, tag, HmacSha256};
 use super::{
-    header, json_object, reject_unused_keys, Provider, RawRequest, SignOptions, Verified,
-    VerifiedEvent, VerifyError,
+    header, json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
 };
 
 const SIGNATURE_HEADER: &str = "x-square-hmacsha256-signature";
@@ -30,7 +29,6 @@ pub struct Square {
 
 impl Square {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
-        reject_unused_keys(source, settings, &["notification_url"])?;
         let url = required(
             source,
             settings,
@@ -45,7 +43,7 @@ impl Square {
             ));
         }
         Ok(Self {
-            keys: keyed_macs(source, settings, utf8_secret)?,
+            keys: keyed_macs(source, settings, secrets::raw)?,
             notification_url: url.to_owned(),
         })
     }
@@ -66,10 +64,7 @@ impl Provider for Square {
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
         let value = header(request.headers, SIGNATURE_HEADER)?;
-        let mut signatures = Candidates::new(32);
-        signatures
-            .push_base64(value.trim())
-            .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_HEADER))?;
+        let signatures = Candidates::single(Encoding::Base64, value.trim(), 32, SIGNATURE_HEADER)?;
         let message: [&[u8]; 2] = [self.notification_url.as_bytes(), request.body];
         if !any_key_matches(&self.keys, &message, &signatures) {
             return Err(VerifyError::BadSignature);
@@ -181,7 +176,7 @@ mod tests {
             json!({ "notification_url": "" }),
             json!({ "notification_url": "hooks.example.com/x" }),
         ] {
-            let error = config_error(Square::from_settings(
+            let error = config_error(super::super::build(
                 "sq",
                 &settings("square", &[KEY], extra),
             ));

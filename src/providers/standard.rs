@@ -16,19 +16,16 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use base64::Engine as _;
 use http::HeaderMap;
 use serde::Deserialize;
 
 use crate::config::{ConfigError, SourceSettings};
 
-use super::signing::{
-    any_key_matches, base64, check_timestamp, keyed_macs, parse_unix, random_id, tag,
-    tolerance_secs, Candidates, HmacSha256, BASE64_LENIENT,
-};
+use super::secrets;
+use super::signatures::{base64, Candidates};
+use super::signing::{parse_unix, random_id, Keyed};
 use super::{
-    header, json_object, reject_unused_keys, Provider, RawRequest, SignOptions, Verified,
-    VerifiedEvent, VerifyError,
+    header, json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
 };
 
 const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
@@ -53,30 +50,15 @@ const SVIX_HEADERS: HeaderNames = HeaderNames {
 };
 
 pub struct Standard {
-    keys: Vec<HmacSha256>,
-    tolerance: u64,
+    keyed: Keyed,
 }
 
 impl Standard {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
-        reject_unused_keys(source, settings, &["tolerance"])?;
-        Ok(Self {
-            keys: keyed_macs(source, settings, decode_secret)?,
-            tolerance: tolerance_secs(source, settings, DEFAULT_TOLERANCE)?,
-        })
+        let keyed =
+            Keyed::from_settings(source, settings, secrets::whsec_base64, DEFAULT_TOLERANCE)?;
+        Ok(Self { keyed })
     }
-}
-
-/// `whsec_<base64>` → key bytes. The prefix is optional, as in the official libraries.
-fn decode_secret(secret: &str) -> Result<Vec<u8>, String> {
-    let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
-    let key = BASE64_LENIENT
-        .decode(encoded)
-        .map_err(|e| format!("is not \"whsec_\" followed by base64 ({e})"))?;
-    if key.is_empty() {
-        return Err("decodes to an empty key".to_owned());
-    }
-    Ok(key)
 }
 
 /// The `type` of a Standard Webhooks payload (`{"type": "...", "timestamp": ..., "data": ...}`).
@@ -122,10 +104,8 @@ impl Provider for Standard {
             }
         }
         let message: [&[u8]; 5] = [id, b".", timestamp.as_bytes(), b".", request.body];
-        if signatures.is_empty() || !any_key_matches(&self.keys, &message, &signatures) {
-            return Err(VerifyError::BadSignature);
-        }
-        check_timestamp(unix, request.now_unix, self.tolerance)?;
+        self.keyed
+            .verify(&message, &signatures, unix, request.now_unix)?;
 
         let id =
             std::str::from_utf8(id).map_err(|_| VerifyError::Malformed("event ID is not UTF-8"))?;
@@ -142,10 +122,9 @@ impl Provider for Standard {
             .clone()
             .unwrap_or_else(|| random_id("msg_", 27));
         let timestamp = options.now_unix.to_string();
-        let mac = tag(
-            &self.keys[0],
-            &[id.as_bytes(), b".", timestamp.as_bytes(), b".", body],
-        );
+        let mac = self
+            .keyed
+            .sign(&[id.as_bytes(), b".", timestamp.as_bytes(), b".", body]);
         vec![
             ("webhook-id".to_owned(), id),
             ("webhook-timestamp".to_owned(), timestamp),
@@ -162,6 +141,7 @@ impl Provider for Standard {
 mod tests {
     use serde_json::json;
 
+    use super::super::signing::{tag, HmacSha256};
     use super::super::testing::{config_error, events, headers, one, settings, signed, verify};
     use super::*;
 
@@ -300,12 +280,12 @@ mod tests {
 
     #[test]
     fn secrets_must_decode() {
-        let error = config_error(Standard::from_settings(
+        let error = config_error(super::super::build(
             "sv",
             &settings("standard", &[SECRET, "whsec_not*base64"], json!({})),
         ));
         assert!(error.starts_with("sources.sv.secrets[1]:"), "{error}");
-        let error = config_error(Standard::from_settings(
+        let error = config_error(super::super::build(
             "sv",
             &settings("standard", &["whsec_"], json!({})),
         ));
@@ -315,7 +295,7 @@ mod tests {
         assert!(
             Standard::from_settings("sv", &settings("standard", &[&unpadded], json!({}))).is_ok()
         );
-        let error = config_error(Standard::from_settings(
+        let error = config_error(super::super::build(
             "sv",
             &settings("standard", &[SECRET], json!({ "id_header": "x-id" })),
         ));
@@ -353,7 +333,7 @@ mod tests {
     fn signed_with_id(id: &[u8], body: &str) -> Result<Verified, VerifyError> {
         let provider = standard(&[SECRET]);
         let ts = TS.to_string();
-        let key = decode_secret(SECRET).unwrap();
+        let key = secrets::whsec_base64(SECRET).unwrap();
         let mac = tag(
             &<HmacSha256 as hmac::Mac>::new_from_slice(&key).unwrap(),
             &[id, b".", ts.as_bytes(), b".", body.as_bytes()],

@@ -22,33 +22,32 @@ use serde_json::value::RawValue;
 
 use crate::config::{ConfigError, SourceSettings};
 
-use super::signing::{
-    any_key_matches, check_timestamp, keyed_macs, parse_unix, tag, tolerance_secs, utf8_secret,
-    Candidates, HmacSha256,
-};
+use super::params::ParamsShape;
+use super::secrets;
+use super::signing::Keyed;
 use super::splice::zeroed;
-use super::{
-    header, json_object, reject_unused_keys, Provider, RawRequest, SignOptions, Verified,
-    VerifiedEvent, VerifyError,
-};
+use super::{json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError};
 
-const SIGNATURE_HEADER: &str = "stripe-signature";
+/// `Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]` over `"<t>.<raw body>"`.
+const SIGNATURE: ParamsShape = ParamsShape {
+    header: "stripe-signature",
+    separator: ',',
+    timestamp: "t",
+    signature: "v1",
+    joiner: b".",
+};
 
 /// The SDKs' default tolerance.
 const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 pub struct Stripe {
-    keys: Vec<HmacSha256>,
-    tolerance: u64,
+    keyed: Keyed,
 }
 
 impl Stripe {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
-        reject_unused_keys(source, settings, &["tolerance"])?;
-        Ok(Self {
-            keys: keyed_macs(source, settings, utf8_secret)?,
-            tolerance: tolerance_secs(source, settings, DEFAULT_TOLERANCE)?,
-        })
+        let keyed = Keyed::from_settings(source, settings, secrets::raw, DEFAULT_TOLERANCE)?;
+        Ok(Self { keyed })
     }
 }
 
@@ -64,52 +63,15 @@ struct StripeEvent<'a> {
     pending_webhooks: Option<&'a RawValue>,
 }
 
-/// A parsed `Stripe-Signature`: the timestamp exactly as sent (it is part of the signed bytes),
-/// its value, and the `v1` signatures.
-struct SignatureHeader<'a> {
-    timestamp: &'a str,
-    unix: i64,
-    signatures: Candidates,
-}
-
-fn parse_header(value: &str) -> Result<SignatureHeader<'_>, VerifyError> {
-    let garbled = || VerifyError::GarbledHeader(SIGNATURE_HEADER);
-    let mut timestamp = None;
-    let mut signatures = Candidates::new(32);
-    for item in value.split(',') {
-        let (scheme, value) = item.split_once('=').ok_or_else(garbled)?;
-        match scheme.trim() {
-            // Two timestamps would make "the" signed string ambiguous.
-            "t" if timestamp.is_some() => return Err(garbled()),
-            "t" => timestamp = Some(value.trim()),
-            "v1" => signatures.push_hex(value.trim()).map_err(|_| garbled())?,
-            _ => {}
-        }
-    }
-    let timestamp = timestamp.ok_or_else(garbled)?;
-    let unix = parse_unix(timestamp).ok_or_else(garbled)?;
-    Ok(SignatureHeader {
-        timestamp,
-        unix,
-        signatures,
-    })
-}
-
 impl Provider for Stripe {
     fn name(&self) -> &'static str {
         "stripe"
     }
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
-        let parsed = parse_header(header(request.headers, SIGNATURE_HEADER)?)?;
-        let message: [&[u8]; 3] = [parsed.timestamp.as_bytes(), b".", request.body];
-        // A header with only `v0` (or future) schemes is well formed but carries nothing we accept.
-        if parsed.signatures.is_empty()
-            || !any_key_matches(&self.keys, &message, &parsed.signatures)
-        {
-            return Err(VerifyError::BadSignature);
-        }
-        check_timestamp(parsed.unix, request.now_unix, self.tolerance)?;
+        // A header with only `v0` (or future) schemes is well formed but carries nothing we accept:
+        // no signature, so no match.
+        SIGNATURE.verify(&self.keyed, request)?;
         let event: StripeEvent<'_> = json_object(request.body).ok_or(VerifyError::Malformed(
             "body is not a Stripe event (a JSON object with a string \"id\")",
         ))?;
@@ -128,12 +90,10 @@ impl Provider for Stripe {
     }
 
     fn sign(&self, body: &[u8], options: &SignOptions) -> Vec<(String, String)> {
-        let timestamp = options.now_unix.to_string();
-        let signature = hex::encode(tag(&self.keys[0], &[timestamp.as_bytes(), b".", body]));
         vec![
             (
                 "Stripe-Signature".to_owned(),
-                format!("t={timestamp},v1={signature}"),
+                SIGNATURE.sign(&self.keyed, body, options.now_unix),
             ),
             ("Content-Type".to_owned(), "application/json".to_owned()),
             (
@@ -351,15 +311,15 @@ mod tests {
             &[SECRET],
             json!({ "notification_url": "https://x" }),
         );
-        let error = config_error(Stripe::from_settings("pay", &with_url));
+        let error = config_error(super::super::build("pay", &with_url));
         assert!(
             error.starts_with("sources.pay.notification_url:"),
             "{error}"
         );
         let zero = settings("stripe", &[SECRET], json!({ "tolerance": "0s" }));
-        let error = config_error(Stripe::from_settings("pay", &zero));
+        let error = config_error(super::super::build("pay", &zero));
         assert!(error.starts_with("sources.pay.tolerance:"), "{error}");
-        let error = config_error(Stripe::from_settings(
+        let error = config_error(super::super::build(
             "pay",
             &settings("stripe", &[], json!({})),
         ));

@@ -6,9 +6,9 @@
 //! - [`config`]: typed settings, loaded from defaults, a TOML file and the environment. A leaf.
 //! - [`app`]: wires settings into a running application, one part at a time.
 //! - [`server`]: listeners, limits, timeouts, health, graceful shutdown.
-//! - [`webhooks`]: the webhook front: the configured sources and one request's pipeline
-//!   ([`webhooks::ingest`]), with the single outcome → HTTP mapping.
-//! - [`providers`]: one module per signature scheme; raw request → verified events. Pure.
+//! - [`webhooks`]: the webhook front: the configured sources, one request's pipeline
+//!   ([`webhooks::ingest`]) with the single outcome → HTTP mapping, and
+//!   [`webhooks::providers`], one module per signature scheme (raw request → verified events; pure).
 //! - [`forward`]: the exactly-once seam. `Forwarder::forward` deduplicates one verified event and
 //!   puts it in the queue: atomically in Redis (one Lua script), or in two phases through the
 //!   ledger and a sink.
@@ -24,7 +24,6 @@ pub mod forward;
 pub mod ledger;
 pub mod metrics;
 pub mod outcome;
-pub mod providers;
 pub mod server;
 pub mod sinks;
 pub mod store;

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use hookonce::config::Settings;
-use hookonce::providers::SignOptions;
 use hookonce::webhooks;
+use hookonce::webhooks::providers::SignOptions;
 
 /// `hookonce sign`'s arguments beyond the source.
 pub(crate) struct Args {

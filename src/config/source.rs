@@ -11,7 +11,7 @@ use super::ConfigError;
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceSettings {
-    /// Signature scheme: stripe | standard | github | … (see `providers::KNOWN_PROVIDERS`).
+    /// Signature scheme: stripe | standard | github | … (see `webhooks::providers::REGISTRY`).
     pub provider: String,
     /// Signing secrets; several during a rotation. Each is a literal, `env:NAME` or `file:PATH`.
     #[serde(default, deserialize_with = "one_or_many")]

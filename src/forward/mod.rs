@@ -17,10 +17,10 @@ use std::time::Duration;
 use crate::config::{Settings, SinkKind};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
-use crate::providers::VerifiedEvent;
 use crate::sinks::SinkError;
 use crate::store::{Fingerprint, Record, RedisStartError, RedisStore, StoreError};
 use crate::util::BoxFuture;
+use crate::webhooks::providers::VerifiedEvent;
 
 /// Where one source's events go and how long they are remembered. Built once per source.
 #[derive(Debug, Clone)]

@@ -19,8 +19,8 @@ use super::Source;
 use crate::forward::{Delivery, ForwardError, Forwarded, Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics, UNKNOWN_SOURCE};
 use crate::outcome::Outcome;
-use crate::providers::{Ack, RawRequest, Verified, VerifiedEvent, VerifyError};
 use crate::util::unix_ms;
+use crate::webhooks::providers::{Ack, RawRequest, Verified, VerifiedEvent, VerifyError};
 
 /// The request pipeline shared by every connection.
 pub struct Ingest {

@@ -6,6 +6,7 @@
 //!   [`Target`] (its keys, stream and dedup window), built once from the settings.
 
 pub mod ingest;
+pub mod providers;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use crate::config::{ConfigError, Settings, SourceSettings};
 use crate::forward::{Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics};
-use crate::providers::{self, Provider};
+use providers::Provider;
 
 pub use ingest::Ingest;
 

@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-/// hookonce's atomic-mode script, verbatim (src/forward/redis.rs).
+/// hookonce's atomic-mode script, verbatim (src/forward/atomic.rs).
 const FORWARD_SCRIPT: &str = r#"#!lua
 local record = redis.call('GET', KEYS[1])
 if record then

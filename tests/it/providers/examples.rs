@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::cases::ADYEN_KEY;
 use crate::support::binary::{hookonce, output_text};
-use crate::support::KNOWN_PROVIDERS;
+use hookonce::webhooks::providers::names;
 
 /// Values for the `env:` secrets of config/examples/*.toml (each must decode for its provider).
 const EXAMPLE_ENV: &[(&str, &str)] = &[
@@ -59,7 +59,7 @@ fn every_example_configuration_passes_check_config() {
             output_text(&output)
         );
     }
-    for provider in KNOWN_PROVIDERS {
+    for provider in names() {
         let file = dir.join(format!("{provider}.toml"));
         assert!(
             file.exists(),
@@ -87,7 +87,7 @@ fn the_readme_lists_every_provider_and_shows_the_tested_generic_configurations()
         .expect("a Providers section");
     let section = &readme[start + 1..];
     let section = &section[..section[1..].find("\n## ").map_or(section.len(), |i| i + 1)];
-    for provider in KNOWN_PROVIDERS {
+    for provider in names() {
         assert!(
             section.contains(&format!("| `{provider}` |")),
             "{provider} is not in the README's provider table"

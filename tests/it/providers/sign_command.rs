@@ -5,8 +5,9 @@ use std::path::Path;
 
 use super::cases::{adyen_batch, adyen_item, case, sources, start, Case};
 use crate::support::binary::{hookonce, output_text, printed_headers};
+use crate::support::now_unix;
 use crate::support::settings::{default_sources, sources_toml};
-use crate::support::{now_unix, KNOWN_PROVIDERS};
+use hookonce::webhooks::providers::names;
 
 /// `hookonce sign --out`: the binary's headers and body, as a provider would send them.
 fn cli_sign(config: &Path, dir: &Path, case: &Case) -> (Vec<(String, String)>, Vec<u8>) {
@@ -49,7 +50,7 @@ async fn what_the_sign_command_prints_is_accepted_by_the_daemon() {
     let mut all = default_sources();
     all.extend(sources());
     std::fs::write(&config, sources_toml(&all)).unwrap();
-    for source in KNOWN_PROVIDERS {
+    for source in names() {
         let case = case(source);
         let (headers, body) = cli_sign(&config, dir.path(), &case);
         let response = t.post(source, &body, &headers).await;

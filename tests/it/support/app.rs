@@ -10,8 +10,8 @@ use hookonce::config::{
     ServerSettings, ServiceUrl, Settings, SinkKind, SinkSettings, SourceSettings, StoreBackend,
     StoreSettings,
 };
-use hookonce::providers::{self, Provider, SignOptions};
 use hookonce::server::{self, Listeners};
+use hookonce::webhooks::providers::{self, Provider, SignOptions};
 use tokio::sync::oneshot;
 
 use super::redis::RedisServer;

@@ -3,7 +3,7 @@
 //!
 //! Tests reach the library through this module (and its submodules) only, so a change of the
 //! library's module paths is fixed here: `hookonce::app`, `hookonce::config`,
-//! `hookonce::providers` and `hookonce::server`.
+//! `hookonce::webhooks::providers` and `hookonce::server`.
 
 pub mod app;
 pub mod binary;
@@ -18,7 +18,7 @@ pub mod worker;
 
 use std::time::{Duration, Instant};
 
-pub use hookonce::providers::{SignOptions, KNOWN_PROVIDERS};
+pub use hookonce::webhooks::providers::SignOptions;
 
 pub use self::app::{Backend, TestApp};
 pub use self::redis::RedisServer;

@@ -15,7 +15,7 @@ use base64::Engine;
 use bytes::Bytes;
 use hmac::{Hmac, Mac};
 use hookonce::config::SourceSettings;
-use hookonce::providers::{self, Provider, SignOptions};
+use hookonce::webhooks::providers::{self, Provider, SignOptions};
 use sha2::Sha256;
 
 use crate::http::request_head;

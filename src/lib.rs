@@ -9,6 +9,7 @@
 //! - [`webhooks`]: the webhook front: the configured sources, one request's pipeline
 //!   ([`webhooks::ingest`]) with the single outcome → HTTP mapping, and
 //!   [`webhooks::providers`], one module per signature scheme (raw request → verified events; pure).
+//! - [`event`]: the verified event that only a provider can build, and `VerifyError`.
 //! - [`forward`]: the exactly-once seam. `Forwarder::forward` deduplicates one verified event and
 //!   puts it in the queue: atomically in Redis (one Lua script), or in two phases through the
 //!   ledger and a sink.
@@ -20,6 +21,7 @@
 
 pub mod app;
 pub mod config;
+pub mod event;
 pub mod forward;
 pub mod ledger;
 pub mod metrics;

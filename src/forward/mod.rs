@@ -15,12 +15,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{Settings, SinkKind};
+use crate::event::VerifiedEvent;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::sinks::SinkError;
 use crate::store::{Fingerprint, Record, RedisStartError, RedisStore, StoreError};
 use crate::util::BoxFuture;
-use crate::webhooks::providers::VerifiedEvent;
 
 /// Where one source's events go and how long they are remembered. Built once per source.
 #[derive(Debug, Clone)]

@@ -55,9 +55,7 @@ use http::HeaderMap;
 pub use registry::{build, default_dedup_ttl, lookup, names, ProviderSpec, REGISTRY};
 pub use secrets::decode_secrets;
 
-/// Longest event ID we accept, in bytes: IDs are used verbatim in Redis keys (see "Redis layout"
-/// in `docs/design.md`).
-pub const MAX_EVENT_ID_LEN: usize = 255;
+pub use crate::event::{validate_event_id, VerifiedEvent, VerifyError, MAX_EVENT_ID_LEN};
 
 /// What a provider sees of one HTTP request.
 #[derive(Clone, Copy)]
@@ -68,77 +66,6 @@ pub struct RawRequest<'a> {
     pub now_unix: i64,
 }
 
-/// One event whose signature has been checked. Only providers can construct it.
-///
-/// Two events are equal when their ID, type and body are: what the fingerprint covers is a
-/// provider's dedup detail, not part of the event.
-#[derive(Debug, Clone)]
-pub struct VerifiedEvent {
-    event_id: String,
-    event_type: String,
-    body: Bytes,
-    /// What the payload fingerprint covers, when it must not be the whole body.
-    fingerprint_input: Option<Bytes>,
-}
-
-impl PartialEq for VerifiedEvent {
-    fn eq(&self, other: &Self) -> bool {
-        (&self.event_id, &self.event_type, &self.body)
-            == (&other.event_id, &other.event_type, &other.body)
-    }
-}
-
-impl Eq for VerifiedEvent {}
-
-impl VerifiedEvent {
-    /// Builds an event after its request passed verification; rejects IDs that cannot be keys.
-    pub(crate) fn new(
-        event_id: impl Into<String>,
-        event_type: impl Into<String>,
-        body: Bytes,
-    ) -> Result<Self, VerifyError> {
-        let event_id = event_id.into();
-        validate_event_id(&event_id)?;
-        let mut event_type = event_type.into();
-        // The type is informational; keep it bounded and printable rather than rejecting the event.
-        if event_type.len() > MAX_EVENT_ID_LEN || event_type.chars().any(char::is_control) {
-            event_type.clear();
-        }
-        Ok(Self {
-            event_id,
-            event_type,
-            body,
-            fingerprint_input: None,
-        })
-    }
-
-    /// Fingerprints `input` instead of the body: for schemes whose retries change a field that
-    /// is not part of the event (Linear stamps each attempt with a fresh `webhookTimestamp`), so
-    /// that a retry is recognised as a duplicate, not rejected as a different payload.
-    pub(crate) fn with_fingerprint_input(mut self, input: Vec<u8>) -> Self {
-        self.fingerprint_input = Some(Bytes::from(input));
-        self
-    }
-
-    /// The bytes the payload fingerprint is computed over (the body, unless a provider says otherwise).
-    pub fn fingerprint_input(&self) -> &[u8] {
-        self.fingerprint_input.as_ref().unwrap_or(&self.body)
-    }
-
-    pub fn event_id(&self) -> &str {
-        &self.event_id
-    }
-
-    pub fn event_type(&self) -> &str {
-        &self.event_type
-    }
-
-    /// The bytes that are forwarded: the raw request body, or one item's slice of it for batches.
-    pub fn body(&self) -> &Bytes {
-        &self.body
-    }
-}
-
 /// The result of verifying a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verified {
@@ -147,22 +74,6 @@ pub enum Verified {
     /// A handshake the provider expects answered directly (Slack's `url_verification`); nothing is
     /// forwarded. The bytes are the JSON response body.
     Handshake(Bytes),
-}
-
-/// Why a request was rejected. Each variant maps to one outcome (see "Outcomes and status codes"
-/// in `docs/design.md`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum VerifyError {
-    #[error("missing header {0}")]
-    MissingHeader(&'static str),
-    #[error("signature header {0} is not in the expected format")]
-    GarbledHeader(&'static str),
-    #[error("no signature matches any configured secret")]
-    BadSignature,
-    #[error("signed timestamp is outside the tolerance")]
-    StaleTimestamp,
-    #[error("malformed request: {0}")]
-    Malformed(&'static str),
 }
 
 /// Acknowledgement a provider expects for an accepted delivery.
@@ -225,22 +136,6 @@ pub trait Provider: Send + Sync + 'static {
     ) -> Result<Option<Vec<u8>>, SignError> {
         Ok(None)
     }
-}
-
-/// Checks that an event ID can be used verbatim as part of a Redis key.
-pub fn validate_event_id(id: &str) -> Result<(), VerifyError> {
-    if id.is_empty() {
-        return Err(VerifyError::Malformed("event ID is empty"));
-    }
-    if id.len() > MAX_EVENT_ID_LEN {
-        return Err(VerifyError::Malformed("event ID is longer than 255 bytes"));
-    }
-    if id.chars().any(char::is_control) {
-        return Err(VerifyError::Malformed(
-            "event ID contains control characters",
-        ));
-    }
-    Ok(())
 }
 
 /// Deserializes a body that must be a JSON object, or returns `None`.

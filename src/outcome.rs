@@ -14,10 +14,14 @@ pub enum Outcome {
     TooLarge,
     Unavailable,
     UnknownSource,
+    /// The client went away before its body was complete: nobody hears the answer.
+    Aborted,
+    /// The body was not complete within `server.body_read_timeout`.
+    BodyTimeout,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 10] = [
+    pub const ALL: [Outcome; 12] = [
         Outcome::Forwarded,
         Outcome::Duplicate,
         Outcome::InFlight,
@@ -28,6 +32,8 @@ impl Outcome {
         Outcome::TooLarge,
         Outcome::Unavailable,
         Outcome::UnknownSource,
+        Outcome::Aborted,
+        Outcome::BodyTimeout,
     ];
 
     /// The metric label and the `error` field of rejection bodies.
@@ -43,6 +49,8 @@ impl Outcome {
             Outcome::TooLarge => "too_large",
             Outcome::Unavailable => "unavailable",
             Outcome::UnknownSource => "unknown_source",
+            Outcome::Aborted => "aborted",
+            Outcome::BodyTimeout => "body_timeout",
         }
     }
 

@@ -2,7 +2,13 @@
 //!
 //! Connections are served by hyper directly (rather than `axum::serve`) because hyper is where a
 //! header-read timeout and a graceful, bounded drain can be set: a client that trickles its headers
-//! is cut off, and SIGTERM stops accepting, lets in-flight requests finish, then returns.
+//! is cut off, and SIGTERM stops accepting, lets in-flight requests finish, then returns. It is
+//! also where a connection's error says that hyper refused a request head (400, 414, 431), which
+//! is counted like the requests the router refuses (404, 405).
+//!
+//! Admission (`server.max_in_flight`) comes after a webhook's body is in, never before: a body is
+//! read under its own deadline and memory budget (`webhooks::body`), so clients that send headers
+//! and then stall cannot hold the permits that signed deliveries need.
 
 use std::future::Future;
 use std::io;
@@ -11,8 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, Request, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -22,6 +29,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
 use crate::app::App;
+use crate::util::scopeguard;
 
 /// The routes of the webhook listener.
 pub fn router(app: Arc<App>) -> Router {
@@ -29,6 +37,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/webhooks/{source}", post(webhook))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)
 }
 
@@ -41,29 +51,62 @@ pub fn metrics_router(app: Arc<App>) -> Router {
 
 async fn webhook(
     State(app): State<Arc<App>>,
-    Path(source): Path<String>,
+    source: Result<Path<String>, PathRejection>,
     request: Request<Body>,
 ) -> Response {
+    // A name that does not decode (`/webhooks/%FF`) names no configured source.
+    let source = source.map(|Path(name)| name).unwrap_or_default();
+    let (parts, body) = request.into_parts();
+    let received = match app.ingest.receive(source, parts.headers, body).await {
+        Ok(received) => received,
+        Err(answered) => return answered,
+    };
     let Ok(_permit) = app.in_flight.try_acquire() else {
-        return app.ingest.overloaded(&source);
+        return app.ingest.overloaded(received);
     };
     app.metrics.in_flight.increment(1.0);
     let _in_flight = scopeguard(|| app.metrics.in_flight.decrement(1.0));
-    let (parts, body) = request.into_parts();
-    app.ingest.handle(&source, parts.headers, body).await
+    app.ingest.process(received).await
 }
 
-/// Runs `f` when dropped, also when the request future is cancelled.
-fn scopeguard(f: impl FnOnce()) -> impl Drop {
-    struct Guard<F: FnOnce()>(Option<F>);
-    impl<F: FnOnce()> Drop for Guard<F> {
-        fn drop(&mut self) {
-            if let Some(f) = self.0.take() {
-                f();
-            }
-        }
+/// Any path without a route; counted, so that scanners and misrouted providers show up.
+async fn not_found(State(app): State<Arc<App>>, uri: Uri) -> StatusCode {
+    app.ingest
+        .refused(webhook_source(uri.path()), StatusCode::NOT_FOUND);
+    StatusCode::NOT_FOUND
+}
+
+/// Another method on a route (`GET /webhooks/stripe`); the router adds the `Allow` header.
+async fn method_not_allowed(State(app): State<Arc<App>>, uri: Uri) -> StatusCode {
+    app.ingest
+        .refused(webhook_source(uri.path()), StatusCode::METHOD_NOT_ALLOWED);
+    StatusCode::METHOD_NOT_ALLOWED
+}
+
+/// The source segment of a webhook path, as written; `Ingest::refused` counts it only when it is
+/// a configured name, so no raw path becomes a label value.
+fn webhook_source(path: &str) -> Option<&str> {
+    path.strip_prefix("/webhooks/")
+}
+
+/// The status hyper answered a request head it could not parse with (it answers those itself,
+/// before any route), or `None` when it sent nothing: a connection that closed, broke or timed
+/// out, or an HTTP/2 preface.
+fn refused_status(error: &hyper::Error) -> Option<StatusCode> {
+    if !error.is_parse() || error.is_parse_version_h2() || error.is_parse_status() {
+        return None;
     }
-    Guard(Some(f))
+    if error.is_parse_too_large() {
+        // hyper answers 414 when the URI alone is over its limit and 431 when the whole head is;
+        // its error tells the two apart only in its message.
+        let uri = error.to_string().contains("URI");
+        return Some(if uri {
+            StatusCode::URI_TOO_LONG
+        } else {
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+        });
+    }
+    Some(StatusCode::BAD_REQUEST)
 }
 
 async fn ready(State(app): State<Arc<App>>) -> Response {
@@ -118,9 +161,9 @@ pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Outp
     let metrics = metrics_router(Arc::clone(&app));
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let (stream, router) = tokio::select! {
-            accepted = listeners.http.accept() => (accepted, &webhooks),
-            accepted = listeners.metrics.accept() => (accepted, &metrics),
+        let (stream, router, counted) = tokio::select! {
+            accepted = listeners.http.accept() => (accepted, &webhooks, Some(&app)),
+            accepted = listeners.metrics.accept() => (accepted, &metrics, None),
             () = &mut shutdown => break,
         };
         let stream = match stream {
@@ -139,8 +182,14 @@ pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Outp
             .header_read_timeout(header_timeout)
             .serve_connection(TokioIo::new(stream), service);
         let connection = graceful.watch(connection);
+        // Only the webhook listener's refusals are counted: `/metrics` is not a webhook route.
+        let counted = counted.map(Arc::clone);
         tokio::spawn(async move {
-            let _ = connection.await;
+            if let (Err(error), Some(app)) = (connection.await, counted) {
+                if let Some(status) = refused_status(&error) {
+                    app.ingest.refused(None, status);
+                }
+            }
         });
     }
     drop(listeners);

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
 
+use crate::support::binary::{hookonce, output_text, write};
 use crate::support::http::{finish_slow_request, read_to_close, start_request, start_slow_request};
 use crate::support::metrics::{BODY_MEMORY, BODY_READS, EVENTS, HTTP_REQUESTS, IN_FLIGHT};
 use crate::support::settings::{ms, secs, ByteSize};
@@ -196,4 +197,29 @@ async fn bodies_share_one_memory_budget_charged_by_what_was_sent() {
     assert_eq!(again.status(), 200);
     assert_eq!(t.entries("stripe").len(), 3);
     assert_eq!(t.metric(IN_FLIGHT, &[]).await, 0.0);
+}
+
+#[test]
+fn body_limits_that_cannot_work_are_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("body_read_timeout = \"0s\"", "server.body_read_timeout"),
+        ("body_read_timeout = \"soon\"", "server.body_read_timeout"),
+        (
+            "body_limit = \"2MiB\"\nbody_memory_limit = \"1MiB\"",
+            "server.body_memory_limit",
+        ),
+        ("body_memory_limit = \"lots\"", "server.body_memory_limit"),
+    ];
+    for (server, key) in cases {
+        let config = format!(
+            "[server]\n{server}\n[store]\nbackend = \"memory\"\n[sink]\nkind = \"stdout\"\n\
+             [sources.demo]\nprovider = \"github\"\nsecrets = [\"s\"]\n"
+        );
+        let path = write(dir.path(), "bad.toml", &config);
+        let output = hookonce(&["check-config", "--config", path.to_str().unwrap()], &[]);
+        let shown = output_text(&output);
+        assert!(!output.status.success(), "accepted: {server}\n{shown}");
+        assert!(shown.contains(key), "message does not name {key}: {shown}");
+    }
 }

@@ -5,6 +5,7 @@
 //! imports nothing else of the crate. Checks that need another part (a provider's own keys) are
 //! that part's, run by `app::validate`.
 
+mod redact;
 mod sections;
 mod sink;
 mod source;
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use redact::{is_credential_name, redact_url, REDACTED};
 pub use sections::{ServerSettings, ServiceUrl, StoreBackend, StoreSettings};
 pub use sink::{SinkKind, SinkSettings};
 pub use source::SourceSettings;

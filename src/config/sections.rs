@@ -92,28 +92,15 @@ impl Default for StoreSettings {
     }
 }
 
-/// A Redis or NATS URL whose password is never printed.
+/// A Redis or NATS URL whose credentials are never printed (see [`super::redact_url`]).
 #[derive(Clone, Deserialize)]
 #[serde(transparent)]
 pub struct ServiceUrl(pub String);
 
 impl ServiceUrl {
-    /// The URL with any password replaced by `[redacted]`.
+    /// The URL with its userinfo and credential parameters replaced by `[redacted]`.
     pub fn redacted(&self) -> String {
-        let url = &self.0;
-        match (url.find("://"), url.rfind('@')) {
-            (Some(scheme_end), Some(at)) if at > scheme_end => {
-                let userinfo = &url[scheme_end + 3..at];
-                let user = userinfo.split(':').next().unwrap_or("");
-                let shown = if userinfo.contains(':') {
-                    format!("{user}:[redacted]")
-                } else {
-                    "[redacted]".to_owned()
-                };
-                format!("{}{}{}", &url[..scheme_end + 3], shown, &url[at..])
-            }
-            _ => url.clone(),
-        }
+        super::redact_url(&self.0)
     }
 }
 
@@ -184,7 +171,7 @@ impl StoreSettings {
             {
                 return Err(ConfigError::invalid(
                     "store.redis_url",
-                    "must start with redis://, rediss:// or unix://",
+                    "must start with redis://, rediss://, redis+unix:// or unix://",
                 ));
             }
             _ => {}

@@ -74,8 +74,12 @@ pub struct SinkSettings {
     /// nats: duplicate window of a stream hookonce creates.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duplicate_window: Option<HumanDuration>,
-    /// http: the worker endpoint events are POSTed to.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// http: the worker endpoint events are POSTed to. May carry credentials (userinfo, a
+    /// `?token=`); shown redacted.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "serialize_redacted"
+    )]
     pub url: Option<String>,
     /// nats, http: how long the sink may take to acknowledge.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -101,6 +105,17 @@ impl Default for SinkSettings {
             timeout: None,
             headers: BTreeMap::new(),
         }
+    }
+}
+
+/// Serializes a URL as `redact_url` shows it, so that `check-config` never prints a credential.
+fn serialize_redacted<S: serde::Serializer>(
+    url: &Option<String>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match url {
+        Some(url) => serializer.serialize_str(&super::redact_url(url)),
+        None => serializer.serialize_none(),
     }
 }
 

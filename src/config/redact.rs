@@ -33,7 +33,10 @@ pub fn redact_url(text: &str) -> String {
         return hidden(text, "not a valid URL");
     };
     if url[Position::AfterPort..].contains('@') {
-        return hidden(text, "an '@' after the host: is a '/', '?' or '#' in its password unescaped?");
+        return hidden(
+            text,
+            "an '@' after the host: is a '/', '?' or '#' in its password unescaped?",
+        );
     }
     let mut out = String::with_capacity(text.len());
     out.push_str(&url[..Position::BeforeUsername]);
@@ -92,12 +95,15 @@ fn push_query(out: &mut String, query: &str) {
 /// What is shown of a value whose credentials cannot be told apart: its scheme, when it has a
 /// plausible one, and why the rest is hidden.
 fn hidden(text: &str, why: &str) -> String {
-    let scheme = text.split_once("://").map(|(scheme, _)| scheme).filter(|s| {
-        !s.is_empty()
-            && s.len() <= 16
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
-    });
+    let scheme = text
+        .split_once("://")
+        .map(|(scheme, _)| scheme)
+        .filter(|s| {
+            !s.is_empty()
+                && s.len() <= 16
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+        });
     match scheme {
         Some(scheme) => format!("{scheme}://{REDACTED} ({why})"),
         None => format!("{REDACTED} ({why})"),

@@ -51,7 +51,10 @@ fn credential_query_parameters_are_redacted_by_their_decoded_name() {
             "https://worker/hook?x=1&token=abc&y=2",
             "https://worker/hook?x=1&token=[redacted]&[redacted]",
         ),
-        ("https://worker/hook#auth=abc", "https://worker/hook#[redacted]"),
+        (
+            "https://worker/hook#auth=abc",
+            "https://worker/hook#[redacted]",
+        ),
     ] {
         assert_eq!(redact_url(url), shown, "{url}");
     }
@@ -73,7 +76,15 @@ fn a_misplaced_or_unparsable_userinfo_shows_nothing_of_it() {
         assert!(!shown.contains("hun") && !shown.contains("ter2"), "{shown}");
         assert!(shown.contains("[redacted] ("), "{shown}");
     }
-    for name in ["Access_Token", "api_key", "X-Signature", "sig", "AUTH", "Password", "user"] {
+    for name in [
+        "Access_Token",
+        "api_key",
+        "X-Signature",
+        "sig",
+        "AUTH",
+        "Password",
+        "user",
+    ] {
         assert!(is_credential_name(name), "{name}");
     }
     for name in ["db", "protocol", "x"] {

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ByteSize, ConfigError, HumanDuration};
+use super::{ByteSize, ConfigError, HumanDuration, ABOVE_ZERO, MAX_TIMEOUT};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -134,23 +134,29 @@ impl ServerSettings {
                 "must be above zero",
             ));
         }
+        // A timeout beyond an hour protects nothing, and a huge one overflows the deadline
+        // arithmetic of the timers that enforce it.
         for (key, value) in [
             ("server.request_timeout", self.request_timeout),
             ("server.header_read_timeout", self.header_read_timeout),
         ] {
-            if value.0.is_zero() {
-                return Err(ConfigError::invalid(key, "must be above zero"));
-            }
+            value.check(key, ABOVE_ZERO, MAX_TIMEOUT)?;
         }
+        self.shutdown_timeout.check(
+            "server.shutdown_timeout",
+            std::time::Duration::ZERO,
+            MAX_TIMEOUT,
+        )?;
         Ok(())
     }
 }
 
 impl StoreSettings {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if self.timeout.0.is_zero() {
-            return Err(ConfigError::invalid("store.timeout", "must be above zero"));
-        }
+        // The connection is given four times store.timeout to come up: a bound keeps that
+        // product, and every deadline built from it, from overflowing.
+        self.timeout
+            .check("store.timeout", ABOVE_ZERO, MAX_TIMEOUT)?;
         if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}']) {
             return Err(ConfigError::invalid(
                 "store.key_prefix",

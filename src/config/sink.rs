@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, HumanDuration, Secret, ServiceUrl};
+use super::{
+    ConfigError, HumanDuration, Secret, ServiceUrl, ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE,
+    MAX_TIMEOUT,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -179,16 +182,16 @@ impl SinkSettings {
 
     /// Checks the values of the keys that are set.
     fn validate_values(&self) -> Result<(), ConfigError> {
-        for (key, value) in [
-            ("lease", self.lease),
-            ("timeout", self.timeout),
-            ("sample_interval", self.sample_interval),
+        // The lease is a Redis `PX` and a deadline in milliseconds, the duplicate window a
+        // JetStream count of nanoseconds: bounded, neither can be refused after a write ran.
+        for (key, value, max) in [
+            ("lease", self.lease, MAX_LEASE),
+            ("timeout", self.timeout, MAX_TIMEOUT),
+            ("sample_interval", self.sample_interval, MAX_LEASE),
+            ("duplicate_window", self.duplicate_window, MAX_DEDUP_TTL),
         ] {
-            if value.is_some_and(|d| d.0.is_zero()) {
-                return Err(ConfigError::invalid(
-                    format!("sink.{key}"),
-                    "must be above zero",
-                ));
+            if let Some(value) = value {
+                value.check(format!("sink.{key}"), ABOVE_ZERO, max)?;
             }
         }
         if let Some(url) = &self.url {

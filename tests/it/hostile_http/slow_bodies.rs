@@ -205,6 +205,7 @@ fn body_limits_that_cannot_work_are_refused_naming_the_key() {
     let cases = [
         ("body_read_timeout = \"0s\"", "server.body_read_timeout"),
         ("body_read_timeout = \"soon\"", "server.body_read_timeout"),
+        ("body_read_timeout = \"2h\"", "server.body_read_timeout"),
         (
             "body_limit = \"2MiB\"\nbody_memory_limit = \"1MiB\"",
             "server.body_memory_limit",

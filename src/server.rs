@@ -61,6 +61,8 @@ async fn webhook(
         Ok(received) => received,
         Err(answered) => return answered,
     };
+    // The permit is taken only now that the body is in: a client that stalls its body has been
+    // cut by its deadline above without ever holding one.
     let Ok(_permit) = app.in_flight.try_acquire() else {
         return app.ingest.overloaded(received);
     };

@@ -5,6 +5,7 @@ mod behaviour;
 mod cli;
 mod crash;
 mod providers;
+mod proxy_cli;
 mod proxy_core;
 mod redis_store;
 mod server;

@@ -15,12 +15,12 @@ use hookonce::config::ProxySettings;
 use crate::support::{Backend, TestApp};
 
 /// An upstream that numbers each request it executes and echoes what it saw.
-struct Upstream {
-    addr: SocketAddr,
-    executed: Arc<AtomicUsize>,
+pub(crate) struct Upstream {
+    pub addr: SocketAddr,
+    pub executed: Arc<AtomicUsize>,
 }
 
-async fn upstream() -> Upstream {
+pub(crate) async fn upstream() -> Upstream {
     let executed = Arc::new(AtomicUsize::new(0));
     let app = Router::new()
         .fallback(
@@ -41,7 +41,7 @@ async fn upstream() -> Upstream {
     Upstream { addr, executed }
 }
 
-async fn proxied(backend: Backend, upstream: &Upstream) -> (TestApp, String) {
+pub(crate) async fn proxied(backend: Backend, upstream: &Upstream) -> (TestApp, String) {
     let settings = ProxySettings {
         listen: ([127, 0, 0, 1], 0).into(),
         upstream: format!("http://{}", upstream.addr),

@@ -11,6 +11,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Router;
 use hookonce::config::ProxySettings;
+use tokio::sync::Semaphore;
 
 use crate::support::{Backend, TestApp};
 
@@ -19,14 +20,21 @@ use crate::support::{Backend, TestApp};
 pub(crate) struct Upstream {
     pub addr: SocketAddr,
     pub executed: Arc<AtomicUsize>,
+    /// Requests sent with `x-hold` wait for a permit here before answering.
+    pub gate: Arc<Semaphore>,
 }
 
 pub(crate) async fn upstream() -> Upstream {
     let executed = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(Semaphore::new(0));
+    let shared = (Arc::clone(&executed), Arc::clone(&gate));
     let app = Router::new()
         .fallback(
-            |State(n): State<Arc<AtomicUsize>>, headers: HeaderMap, body: Bytes| async move {
+            |State((n, gate)): State<Shared>, headers: HeaderMap, body: Bytes| async move {
                 let n = n.fetch_add(1, Ordering::SeqCst) + 1;
+                if headers.contains_key("x-hold") {
+                    gate.acquire().await.unwrap().forget();
+                }
                 let key = headers
                     .get("idempotency-key")
                     .map(|v| v.to_str().unwrap().to_owned());
@@ -44,12 +52,18 @@ pub(crate) async fn upstream() -> Upstream {
                 (status.unwrap(), [("x-run", n.to_string())], text)
             },
         )
-        .with_state(Arc::clone(&executed));
+        .with_state(shared);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    Upstream { addr, executed }
+    Upstream {
+        addr,
+        executed,
+        gate,
+    }
 }
+
+type Shared = (Arc<AtomicUsize>, Arc<Semaphore>);
 
 pub(crate) async fn proxied(backend: Backend, upstream: &Upstream) -> (TestApp, String) {
     let settings = ProxySettings {
@@ -184,6 +198,7 @@ async fn an_unreachable_upstream_is_502_and_released() {
     let upstream = Upstream {
         addr,
         executed: Arc::default(),
+        gate: Arc::new(Semaphore::new(0)),
     };
     let (app, base) = proxied(Backend::Memory, &upstream).await;
     let url = format!("{base}/v1/orders");
@@ -240,4 +255,46 @@ async fn with_the_store_down_keyed_requests_fail_closed_and_others_pass() {
     })
     .await;
     app.stop().await;
+}
+
+async fn a_duplicate_in_flight_is_409_and_a_changed_payload_422(backend: Backend) {
+    let upstream = upstream().await;
+    let (app, base) = proxied(backend, &upstream).await;
+    let url = format!("{base}/v1/orders");
+    let first = tokio::spawn({
+        let request = app
+            .client
+            .post(&url)
+            .header("Idempotency-Key", "k")
+            .header("x-hold", "1");
+        async move { request.body("{}").send().await.unwrap() }
+    });
+    let held = [("proxy", "orders")];
+    crate::support::eventually(10, "the first request to hold its claim", || {
+        let app = &app;
+        async move { app.metric("hookonce_proxy_claims_held", &held).await == 1.0 }
+    })
+    .await;
+    let duplicate = post_with(&app, &url, "k", &[]).await;
+    assert_eq!(duplicate.status(), 409);
+    assert!(duplicate.headers().contains_key("retry-after"));
+    let changed = post(&app, &url, Some("k"), "{\"changed\":1}").await;
+    assert_eq!(changed.status(), 422);
+    upstream.gate.add_permits(1);
+    assert_eq!(first.await.unwrap().status(), 201);
+    let replay = post_with(&app, &url, "k", &[]).await;
+    assert_eq!(replay.headers()["idempotency-replayed"], "true");
+    assert_eq!(upstream.executed.load(Ordering::SeqCst), 1);
+    assert_eq!(app.metric("hookonce_proxy_claims_held", &held).await, 0.0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_duplicate_in_flight_is_409_and_a_changed_payload_422_redis() {
+    a_duplicate_in_flight_is_409_and_a_changed_payload_422(Backend::Redis).await;
+}
+
+#[tokio::test]
+async fn a_duplicate_in_flight_is_409_and_a_changed_payload_422_memory() {
+    a_duplicate_in_flight_is_409_and_a_changed_payload_422(Backend::Memory).await;
 }

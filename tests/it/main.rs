@@ -6,6 +6,8 @@ mod cli;
 mod crash;
 mod hostile_config;
 mod providers;
+mod proxy_cli;
+mod proxy_core;
 mod redis_store;
 mod server;
 mod support;

@@ -7,6 +7,8 @@ mod crash;
 mod hostile_config;
 mod hostile_http;
 mod providers;
+mod proxy_cli;
+mod proxy_core;
 mod redis_store;
 mod server;
 mod support;

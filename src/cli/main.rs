@@ -165,6 +165,7 @@ fn serve(settings: Settings) -> anyhow::Result<ExitCode> {
             metrics = %listeners.metrics_addr()?,
             sources = app.settings.sources.len(),
             store = app.settings.store.backend.label(),
+            topology = app.settings.store.topology.label(),
             sink = app.settings.sink.kind.label(),
         );
         server::run(app, listeners, server::termination_signal()).await;

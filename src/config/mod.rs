@@ -10,6 +10,7 @@ mod redact;
 mod sections;
 mod sink;
 mod source;
+mod topology;
 mod values;
 
 use std::collections::BTreeMap;
@@ -22,6 +23,7 @@ pub use redact::{is_credential_name, redact_url, REDACTED};
 pub use sections::{ServerSettings, ServiceUrl, StoreBackend, StoreSettings};
 pub use sink::{SinkKind, SinkSettings};
 pub use source::SourceSettings;
+pub use topology::StoreTopology;
 pub use values::{
     ByteSize, HumanDuration, Secret, ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE, MAX_TIMEOUT,
     MAX_TOLERANCE,

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ByteSize, ConfigError, HumanDuration, ABOVE_ZERO, MAX_TIMEOUT};
+use super::{ByteSize, ConfigError, HumanDuration, Secret, StoreTopology, ABOVE_ZERO, MAX_TIMEOUT};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -72,8 +72,24 @@ impl StoreBackend {
 #[serde(deny_unknown_fields, default)]
 pub struct StoreSettings {
     pub backend: StoreBackend,
-    /// May carry a password; shown redacted.
+    /// How Redis is reached: one server (`redis_url`), a Redis Cluster (`cluster_nodes`) or a
+    /// master found through Sentinel (`sentinels`, `sentinel_master`).
+    pub topology: StoreTopology,
+    /// Standalone: the one server. May carry a password; shown redacted.
     pub redis_url: ServiceUrl,
+    /// Cluster: seed nodes; the client learns every other node (and the slot map) from them.
+    pub cluster_nodes: Vec<ServiceUrl>,
+    /// Sentinel: the sentinels asked for the master's address.
+    pub sentinels: Vec<ServiceUrl>,
+    /// Sentinel: the name the sentinels monitor the master under.
+    pub sentinel_master: Option<String>,
+    /// Sentinel: credentials for the sentinels themselves (not for the master).
+    pub sentinel_username: Option<Secret>,
+    pub sentinel_password: Option<Secret>,
+    /// Credentials for the data nodes (the server, every cluster node, the sentinel's master);
+    /// they take precedence over credentials in the URLs.
+    pub username: Option<Secret>,
+    pub password: Option<Secret>,
     pub key_prefix: String,
     /// Upper bound on one Redis call; past it the request answers 503.
     pub timeout: HumanDuration,
@@ -92,7 +108,15 @@ impl Default for StoreSettings {
     fn default() -> Self {
         Self {
             backend: StoreBackend::Redis,
+            topology: StoreTopology::Standalone,
             redis_url: ServiceUrl("redis://127.0.0.1:6379".to_owned()),
+            cluster_nodes: Vec::new(),
+            sentinels: Vec::new(),
+            sentinel_master: None,
+            sentinel_username: None,
+            sentinel_password: None,
+            username: None,
+            password: None,
             key_prefix: "hookonce".to_owned(),
             timeout: HumanDuration(std::time::Duration::from_millis(500)),
             allow_eviction: false,
@@ -182,25 +206,13 @@ impl StoreSettings {
                 "must be non-empty and contain no braces (they would change the hash slot)",
             ));
         }
-        match self.backend {
-            StoreBackend::Memory if self.memory_max_records == 0 => {
-                return Err(ConfigError::invalid(
-                    "store.memory_max_records",
-                    "must be above zero",
-                ));
-            }
-            StoreBackend::Redis
-                if !["redis://", "rediss://", "redis+unix://", "unix://"]
-                    .iter()
-                    .any(|scheme| self.redis_url.0.starts_with(scheme)) =>
-            {
-                return Err(ConfigError::invalid(
-                    "store.redis_url",
-                    "must start with redis://, rediss://, redis+unix:// or unix://",
-                ));
-            }
-            _ => {}
+        if self.backend == StoreBackend::Memory && self.memory_max_records == 0 {
+            return Err(ConfigError::invalid(
+                "store.memory_max_records",
+                "must be above zero",
+            ));
         }
+        self.validate_topology()?;
         if self.wait_replicas > 0 {
             let wait = self.wait_timeout.0;
             // WAIT 0 blocks forever, and WAIT runs on a connection whose every call is cut off at

@@ -3,15 +3,20 @@
 //!
 //! Only this module holds a Redis connection. The parts that keep state in Redis — atomic
 //! forwarding (`forward::atomic`) and the claim/complete/release ledger (`ledger::redis`) — hand
-//! it scripts and arguments and get replies back, so how Redis is reached (one server today) is
-//! decided in one place. The in-process alternative is the memory ledger (`ledger::memory`).
+//! it scripts and arguments and get replies back, so how Redis is reached (`store.topology`: one
+//! server, a Redis Cluster, or Sentinel's master) is decided in one place. The in-process
+//! alternative is the memory ledger (`ledger::memory`).
 //!
 //! - [`redis`]: [`RedisStore`], a self-reconnecting connection with the store timeout on every
 //!   call, script invocation by SHA, `WAIT`, the start-up safety checks and the operator reads.
+//! - `connection`: the one connection type over the three topologies, on redis-rs's own
+//!   clients; `sentinel`: the master found, and found again after a failover, via Sentinel.
 //! - [`record`]: the dedup record formats and the payload [`Fingerprint`].
 
+mod connection;
 pub mod record;
 pub mod redis;
+mod sentinel;
 
 use std::future::Future;
 use std::time::Duration;

@@ -1,14 +1,17 @@
-//! The Redis connection: one self-reconnecting connection, with the store timeout on every call.
+//! The Redis store: one self-reconnecting connection (standalone, cluster or sentinel, see
+//! [`super::connection`]), with the store timeout on every call.
 //!
 //! Scripts run by SHA (`EVALSHA`) and are reloaded transparently on `NOSCRIPT`, e.g. after Redis
-//! restarted. Callers build a [`ScriptCall`] from a [`Script`] and its keys and arguments; they
-//! never see the connection, so how Redis is reached is this file's business alone.
+//! restarted or a replica took over. Callers build a [`ScriptCall`] from a [`Script`] and its
+//! keys and arguments; they never see the connection, so how Redis is reached is this module's
+//! business alone. Every script keeps all its keys under one hash tag, so in a cluster each call
+//! runs on the one master of that slot.
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
-use redis::{Client, FromRedisValue, ToRedisArgs};
+use redis::{FromRedisValue, ToRedisArgs, Value};
 
+use super::connection::Connection;
 use super::{with_timeout, StoreError};
 use crate::config::StoreSettings;
 
@@ -24,7 +27,7 @@ impl Script {
 /// A Redis connection that recovers by itself, with the store timeout applied to every call.
 #[derive(Clone)]
 pub struct RedisStore {
-    connection: ConnectionManager,
+    connection: Connection,
     timeout: Duration,
 }
 
@@ -40,10 +43,11 @@ pub enum RedisStartError {
     #[error("cannot load the scripts into Redis")]
     Script(#[source] redis::RedisError),
     #[error(
-        "Redis maxmemory-policy is {policy:?}, which can evict dedup records and let duplicates \
-         through; set it to noeviction, or set store.allow_eviction = true to accept the risk"
+        "Redis maxmemory-policy is {policy:?} (on {node}), which can evict dedup records and let \
+         duplicates through; set it to noeviction, or set store.allow_eviction = true to accept \
+         the risk"
     )]
-    EvictionPolicy { policy: String },
+    EvictionPolicy { policy: String, node: String },
 }
 
 /// One `EVALSHA` being built: the script, then its keys and arguments in order.
@@ -89,31 +93,8 @@ impl From<redis::RedisError> for StoreError {
 
 impl RedisStore {
     pub async fn connect(settings: &StoreSettings) -> Result<Self, RedisStartError> {
-        let url = settings.redis_url.redacted();
-        let fail = |source| RedisStartError::Connect {
-            url: url.clone(),
-            source,
-        };
-        let client = Client::open(settings.redis_url.0.as_str()).map_err(fail)?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(settings.timeout.0))
-            .set_response_timeout(Some(settings.timeout.0))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(200));
-        let connection = tokio::time::timeout(
-            settings.timeout.0 * 4,
-            ConnectionManager::new_with_config(client, config),
-        )
-        .await
-        .map_err(|_| {
-            fail(redis::RedisError::from((
-                redis::ErrorKind::Io,
-                "timed out connecting",
-            )))
-        })?
-        .map_err(fail)?;
         Ok(Self {
-            connection,
+            connection: Connection::connect(settings).await?,
             timeout: settings.timeout.0,
         })
     }
@@ -149,20 +130,19 @@ impl RedisStore {
     }
 
     /// `WAIT replicas timeout`: waits until `replicas` replicas hold every write this connection
-    /// made, on the server that owns `_key` (one server today). Fewer in time is an error, so a
-    /// caller never acknowledges what was not confirmed.
+    /// made, on the server that owns `key` — in a cluster the master of its slot, reached over
+    /// the same connection the script ran on. Fewer in time is an error, so a caller never
+    /// acknowledges what was not confirmed.
     pub async fn wait_for_replicas(
         &self,
-        _key: &str,
+        key: &str,
         replicas: i64,
         timeout: Duration,
     ) -> Result<(), StoreError> {
         let mut connection = self.connection.clone();
-        let confirmed: i64 = redis::cmd("WAIT")
-            .arg(replicas)
-            .arg(timeout.as_millis() as u64)
-            .query_async(&mut connection)
-            .await?;
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas).arg(timeout.as_millis() as u64);
+        let confirmed: i64 = connection.on_key_node(wait, key).await?;
         if confirmed < replicas {
             return Err(StoreError::Replication {
                 confirmed,
@@ -173,45 +153,59 @@ impl RedisStore {
     }
 
     /// Refuses a Redis that may evict keys, unless allowed; warns when `CONFIG` is not permitted.
+    /// Every master is asked (in a cluster, each one that owns slots): one evicting master is
+    /// enough to let duplicates through for the sources whose slots it holds.
     pub async fn check_eviction_policy(&self, allow_eviction: bool) -> Result<(), RedisStartError> {
         let mut connection = self.connection.clone();
-        let reply: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("maxmemory-policy")
-            .query_async(&mut connection)
-            .await;
-        match reply {
-            Ok(pair) if pair.len() == 2 => {
-                let policy = pair[1].clone();
-                if policy == "noeviction" {
-                    Ok(())
-                } else if allow_eviction {
-                    tracing::warn!(
-                        message = "Redis may evict dedup records; duplicates can get through.",
-                        policy
-                    );
-                    Ok(())
-                } else {
-                    Err(RedisStartError::EvictionPolicy { policy })
+        let mut command = redis::cmd("CONFIG");
+        command.arg("GET").arg("maxmemory-policy");
+        let replies = match connection.on_every_master(command).await {
+            Ok(replies) => replies,
+            Err(error) => {
+                warn_unreadable_policy("every master", &error.to_string());
+                return Ok(());
+            }
+        };
+        for (node, reply) in replies {
+            let policy = match Vec::<String>::from_redis_value(reply) {
+                Ok(pair) if pair.len() == 2 => pair[1].clone(),
+                other => {
+                    warn_unreadable_policy(&node, &format!("{:?}", other.err()));
+                    continue;
                 }
+            };
+            if policy == "noeviction" {
+                continue;
             }
-            other => {
-                tracing::warn!(
-                    message = "Cannot read Redis maxmemory-policy (CONFIG not permitted?); make sure it is noeviction.",
-                    reply = ?other.map(|_| ()).err()
-                );
-                Ok(())
+            if !allow_eviction {
+                return Err(RedisStartError::EvictionPolicy { policy, node });
             }
+            tracing::warn!(
+                message = "Redis may evict dedup records; duplicates can get through.",
+                policy,
+                node
+            );
         }
+        Ok(())
     }
 
-    /// Whether Redis answers `PING` within the store timeout (`/readyz`, `hookonce_ready`).
+    /// Whether Redis answers `PING` within the store timeout (`/readyz`, `hookonce_ready`): in a
+    /// cluster every master that owns slots must answer, since a request for any source may
+    /// land on any of them. A master that failed and whose slots a replica took over is out of
+    /// the slot map, so it does not count.
     pub async fn ping(&self) -> bool {
         let mut connection = self.connection.clone();
         let call = async move {
-            Ok(redis::cmd("PING")
-                .query_async::<String>(&mut connection)
-                .await?)
+            let replies = connection.on_every_master(redis::cmd("PING")).await?;
+            let all_up = !replies.is_empty()
+                && replies
+                    .iter()
+                    .all(|(_, reply)| matches!(reply, Value::SimpleString(s) if s == "PONG"));
+            if all_up {
+                Ok(())
+            } else {
+                Err(StoreError::Protocol(format!("PING: {replies:?}")))
+            }
         };
         with_timeout(self.timeout, call).await.is_ok()
     }
@@ -254,4 +248,12 @@ impl RedisStore {
         };
         with_timeout(self.timeout, call).await
     }
+}
+
+fn warn_unreadable_policy(node: &str, reply: &str) {
+    tracing::warn!(
+        message = "Cannot read Redis maxmemory-policy (CONFIG not permitted?); make sure it is noeviction.",
+        node,
+        reply
+    );
 }

@@ -12,4 +12,5 @@ mod proxy_core;
 mod redis_store;
 mod server;
 mod support;
+mod topology;
 mod two_phase;

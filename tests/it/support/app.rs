@@ -8,7 +8,7 @@ use std::sync::Arc;
 pub use hookonce::app::{App, StartError};
 use hookonce::config::{
     ProxySettings, ServerSettings, ServiceUrl, Settings, SinkKind, SinkSettings, SourceSettings,
-    StoreBackend, StoreSettings,
+    StoreBackend, StoreSettings, StoreTopology,
 };
 use hookonce::server::{self, Listeners};
 use hookonce::webhooks::providers::{self, Provider, SignOptions};
@@ -143,7 +143,10 @@ impl Builder {
             sink_file,
             dir,
         } = self;
+        let external = settings.store.topology != StoreTopology::Standalone;
         let redis = match backend {
+            // A cluster or a sentinel group is the test's own; its settings name it already.
+            Backend::Redis if external => None,
             Backend::Redis => {
                 let redis = redis.unwrap_or_else(RedisServer::start);
                 settings.store.redis_url = ServiceUrl(redis.url());

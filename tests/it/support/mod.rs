@@ -7,12 +7,14 @@
 
 pub mod app;
 pub mod binary;
+pub mod cluster;
 pub mod daemon;
 pub mod http;
 pub mod metrics;
 pub mod nats;
 pub mod proxy;
 pub mod redis;
+pub mod sentinel;
 pub mod settings;
 pub mod worker;
 

@@ -1,0 +1,261 @@
+//! A real local Redis Cluster: three masters and three replicas on free loopback ports, each node
+//! with its own directory, created with `redis-cli --cluster create` and killed when dropped.
+//!
+//! `cluster-node-timeout` is short (1 s) so that a killed master's replica takes over within a
+//! few seconds. Every wait is for a condition (`CLUSTER INFO` says ok and covers every slot, each
+//! master has its replica), never a fixed sleep.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::redis::{free_port, redis_binary};
+
+const NODE_TIMEOUT_MS: &str = "1000";
+pub const SLOTS: usize = 16384;
+
+/// One `redis-server --cluster-enabled yes`.
+struct Node {
+    port: u16,
+    dir: std::path::PathBuf,
+    child: Option<Child>,
+}
+
+impl Node {
+    /// Starts the node; its `nodes.conf` keeps its identity across a restart, so a killed
+    /// master that comes back rejoins as a replica of the node that took over.
+    fn spawn(&mut self) {
+        let child = Command::new(redis_binary())
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--cluster-enabled", "yes", "--cluster-node-timeout", NODE_TIMEOUT_MS])
+            .args(["--cluster-config-file", "nodes.conf"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        self.child = Some(child);
+    }
+}
+
+/// Six nodes joined into a cluster; every node is killed on drop.
+pub struct RedisCluster {
+    nodes: Vec<Node>,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisCluster {
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut cluster = Self {
+            nodes: Vec::new(),
+            _dir: dir,
+        };
+        for i in 0..6 {
+            let dir = cluster._dir.path().join(format!("node{i}"));
+            std::fs::create_dir(&dir).unwrap();
+            let mut node = Node {
+                port: free_port(),
+                dir,
+                child: None,
+            };
+            node.spawn();
+            cluster.nodes.push(node);
+        }
+        for node in &cluster.nodes {
+            wait_for(10, "a cluster node to answer PING", || {
+                ping(node.port).is_some()
+            });
+        }
+        cluster.create();
+        cluster
+    }
+
+    fn create(&self) {
+        let addresses: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port))
+            .collect();
+        let output = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addresses)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            output.status.success(),
+            "redis-cli --cluster create: {}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        self.wait_until_healthy();
+    }
+
+    /// Waits until every live node says `cluster_state:ok` with every slot covered, and every
+    /// master holding slots has a replica whose link is up (so a failover can happen).
+    pub fn wait_until_healthy(&self) {
+        wait_for(20, "the cluster to be ok on every node", || {
+            self.live_ports().iter().all(|&port| {
+                info(port, &["CLUSTER", "INFO"]).is_some_and(|text| {
+                    text.contains("cluster_state:ok")
+                        && text.contains(&format!("cluster_slots_ok:{SLOTS}"))
+                })
+            }) && self.masters().iter().all(|&port| {
+                info(port, &["INFO", "replication"])
+                    .is_some_and(|text| text.contains("connected_slaves:1"))
+            })
+        });
+    }
+
+    /// `redis://` URLs of every node (the daemon's seed nodes).
+    pub fn seeds(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|node| format!("redis://127.0.0.1:{}", node.port))
+            .collect()
+    }
+
+    fn live_ports(&self) -> Vec<u16> {
+        self.nodes
+            .iter()
+            .filter(|node| node.child.is_some())
+            .map(|node| node.port)
+            .collect()
+    }
+
+    /// Ports of the live masters that own slots, as a live node sees them.
+    pub fn masters(&self) -> Vec<u16> {
+        let mut masters: Vec<u16> = self
+            .slot_ranges()
+            .into_iter()
+            .map(|(_, _, port)| port)
+            .collect();
+        masters.sort_unstable();
+        masters.dedup();
+        masters
+    }
+
+    /// `(first, last, master port)` of every slot range, from `CLUSTER SLOTS` on a live node.
+    pub fn slot_ranges(&self) -> Vec<(u16, u16, u16)> {
+        for port in self.live_ports() {
+            let Ok(mut conn) = connection(port) else {
+                continue;
+            };
+            let reply: redis::RedisResult<Vec<Vec<redis::Value>>> =
+                redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn);
+            if let Ok(ranges) = reply {
+                return ranges.iter().filter_map(|range| parse_range(range)).collect();
+            }
+        }
+        Vec::new()
+    }
+
+    /// The port of the master that owns `slot`.
+    pub fn master_of_slot(&self, slot: u16) -> u16 {
+        self.slot_ranges()
+            .into_iter()
+            .find(|&(first, last, _)| (first..=last).contains(&slot))
+            .map(|(_, _, port)| port)
+            .unwrap_or_else(|| panic!("no master owns slot {slot}"))
+    }
+
+    /// `CLUSTER KEYSLOT key`, as the cluster computes it.
+    pub fn keyslot(&self, key: &str) -> u16 {
+        let port = self.live_ports()[0];
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut connection(port).unwrap())
+            .unwrap()
+    }
+
+    /// A cluster client of redis-rs (it follows `MOVED`), for reading back what was written.
+    pub fn client(&self) -> redis::cluster::ClusterConnection {
+        redis::cluster::ClusterClient::new(self.seeds())
+            .unwrap()
+            .get_connection()
+            .expect("connect to the test cluster")
+    }
+
+    /// SIGKILLs the node on `port` and waits for it to exit.
+    pub fn kill(&mut self, port: u16) {
+        let node = self.nodes.iter_mut().find(|n| n.port == port).unwrap();
+        if let Some(mut child) = node.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the killed node on `port` again and waits until the cluster is whole: every slot
+    /// served and every master with its replica.
+    pub fn restart(&mut self, port: u16) {
+        let node = self.nodes.iter_mut().find(|n| n.port == port).unwrap();
+        node.spawn();
+        wait_for(10, "the restarted node to answer PING", || ping(port).is_some());
+        self.wait_until_healthy();
+    }
+
+    /// The node ID of the node on `port` (`CLUSTER MYID`).
+    pub fn node_id(&self, port: u16) -> String {
+        redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut connection(port).unwrap())
+            .unwrap()
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// A plain connection to one node, with short timeouts.
+pub fn connection(port: u16) -> redis::RedisResult<redis::Connection> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))?;
+    let conn = client.get_connection_with_timeout(Duration::from_millis(300))?;
+    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    Ok(conn)
+}
+
+/// One `CLUSTER SLOTS` entry: `[first, last, [ip, port, id, …], replicas…]`.
+fn parse_range(range: &[redis::Value]) -> Option<(u16, u16, u16)> {
+    let number = |value: &redis::Value| match value {
+        redis::Value::Int(n) => u16::try_from(*n).ok(),
+        _ => None,
+    };
+    let redis::Value::Array(master) = range.get(2)? else {
+        return None;
+    };
+    Some((number(range.first()?)?, number(range.get(1)?)?, number(master.get(1)?)?))
+}
+
+fn ping(port: u16) -> Option<String> {
+    redis::cmd("PING").query(&mut connection(port).ok()?).ok()
+}
+
+fn info(port: u16, command: &[&str]) -> Option<String> {
+    let mut cmd = redis::cmd(command[0]);
+    for arg in &command[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query(&mut connection(port).ok()?).ok()
+}
+
+/// Polls `probe` every 50 ms until it holds, for at most `seconds` (a blocking wait: the
+/// harness runs outside the daemon's runtime or before it starts).
+pub fn wait_for(seconds: u64, what: &str, mut probe: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while !probe() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

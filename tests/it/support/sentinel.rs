@@ -1,0 +1,244 @@
+//! A real Sentinel group: one master, one replica and three `redis-server --sentinel` processes
+//! on free loopback ports, each with its own directory, all killed when dropped.
+//!
+//! The data nodes and the sentinels have *different* passwords, so a test can show that each
+//! credential goes where it belongs (and is redacted wherever it is printed). The sentinels use
+//! a short `down-after-milliseconds` so that a killed master is replaced within seconds; every
+//! wait is for a condition (`SENTINEL get-master-addr-by-name`, the replica's link), never a
+//! fixed sleep.
+
+use std::process::{Child, Command, Stdio};
+
+use std::time::Duration;
+
+use super::cluster::wait_for;
+use super::redis::{free_port, redis_binary};
+
+pub const MASTER_NAME: &str = "hookonce-test";
+/// The data nodes' password (`requirepass` and `masterauth`).
+pub const MASTER_PASSWORD: &str = "master-pw-7c1e";
+/// The sentinels' own password.
+pub const SENTINEL_PASSWORD: &str = "sentinel-pw-93ab";
+
+struct Process {
+    port: u16,
+    child: Option<Child>,
+    /// How it was started, to start it again the same way.
+    args: Vec<std::ffi::OsString>,
+}
+
+impl Process {
+    fn spawn(port: u16, args: Vec<std::ffi::OsString>) -> Self {
+        let child = Command::new(redis_binary())
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        Self {
+            port,
+            child: Some(child),
+            args,
+        }
+    }
+}
+
+/// A master, its replica and three sentinels watching it.
+pub struct SentinelGroup {
+    data: Vec<Process>,
+    sentinels: Vec<Process>,
+    dir: tempfile::TempDir,
+}
+
+impl SentinelGroup {
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut group = Self {
+            data: Vec::new(),
+            sentinels: Vec::new(),
+            dir,
+        };
+        let master = group.spawn_data(None);
+        group.spawn_data(Some(master));
+        group.wait_for_replica(master);
+        for _ in 0..3 {
+            group.spawn_sentinel(master);
+        }
+        wait_for(20, "every sentinel to see the replica and the others", || {
+            group.sentinels.iter().all(|s| {
+                let info: Option<Vec<String>> =
+                    sentinel_query(s.port, &["SENTINEL", "MASTER", MASTER_NAME]);
+                info.is_some_and(|info| {
+                    field(&info, "num-slaves") == Some("1")
+                        && field(&info, "num-other-sentinels") == Some("2")
+                })
+            })
+        });
+        group
+    }
+
+    fn spawn_data(&mut self, replica_of: Option<u16>) -> u16 {
+        let port = free_port();
+        let node_dir = self.dir.path().join(format!("data{port}"));
+        std::fs::create_dir(&node_dir).unwrap();
+        let mut args: Vec<std::ffi::OsString> = [
+            "--port", &port.to_string(), "--bind", "127.0.0.1",
+            "--requirepass", MASTER_PASSWORD, "--masterauth", MASTER_PASSWORD,
+            "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        args.push(node_dir.into());
+        if let Some(master) = replica_of {
+            args.extend(["--replicaof", "127.0.0.1", &master.to_string()].map(Into::into));
+        }
+        self.data.push(Process::spawn(port, args));
+        wait_for(10, "a data node to answer PING", || data_ping(port));
+        port
+    }
+
+    fn spawn_sentinel(&mut self, master: u16) {
+        let port = free_port();
+        let config = self.dir.path().join(format!("sentinel{port}.conf"));
+        let text = format!(
+            "port {port}\nbind 127.0.0.1\ndir {dir}\nrequirepass {SENTINEL_PASSWORD}\n\
+             sentinel sentinel-pass {SENTINEL_PASSWORD}\n\
+             sentinel monitor {MASTER_NAME} 127.0.0.1 {master} 2\n\
+             sentinel auth-pass {MASTER_NAME} {MASTER_PASSWORD}\n\
+             sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
+             sentinel failover-timeout {MASTER_NAME} 10000\n\
+             sentinel parallel-syncs {MASTER_NAME} 1\n",
+            dir = self.dir.path().display()
+        );
+        std::fs::write(&config, text).unwrap();
+        let args = vec![config.into_os_string(), "--sentinel".into()];
+        self.sentinels.push(Process::spawn(port, args));
+    }
+
+    fn wait_for_replica(&self, master: u16) {
+        wait_for(20, "the replica's link to the master", || {
+            data_query::<String>(master, &["INFO", "replication"])
+                .is_some_and(|text| text.contains("connected_slaves:1"))
+        });
+    }
+
+    /// `redis://` URLs of the sentinels, without credentials (the daemon gets them apart).
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .map(|s| format!("redis://127.0.0.1:{}", s.port))
+            .collect()
+    }
+
+    /// The master's port as the first answering sentinel names it.
+    pub fn master(&self) -> u16 {
+        for sentinel in &self.sentinels {
+            let reply: Option<Vec<String>> = sentinel_query(
+                sentinel.port,
+                &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME],
+            );
+            if let Some([_, port]) = reply.as_deref() {
+                return port.parse().unwrap();
+            }
+        }
+        panic!("no sentinel names the master");
+    }
+
+    /// The data node that is not `port` (the replica of a master, or the master of a replica).
+    pub fn other_data_node(&self, port: u16) -> u16 {
+        self.data.iter().find(|p| p.port != port).unwrap().port
+    }
+
+    /// SIGKILLs the data node on `port`.
+    pub fn kill(&mut self, port: u16) {
+        let node = self.data.iter_mut().find(|p| p.port == port).unwrap();
+        kill(node);
+    }
+
+    /// Starts the killed data node on `port` again (empty: nothing is persisted) and waits
+    /// until the sentinels have made it a replica of `master` and its link is up.
+    pub fn restart_as_replica(&mut self, port: u16, master: u16) {
+        let node = self.data.iter_mut().find(|p| p.port == port).unwrap();
+        *node = Process::spawn(port, node.args.clone());
+        wait_for(10, "the restarted node to answer PING", || data_ping(port));
+        wait_for(20, "the sentinels to make the restarted node a replica", || {
+            data_query::<String>(master, &["INFO", "replication"])
+                .is_some_and(|text| text.contains("connected_slaves:1"))
+        });
+    }
+
+    /// Waits until the sentinels name `port` as the master and it accepts writes.
+    pub fn wait_for_master(&self, port: u16, seconds: u64) {
+        wait_for(seconds, "the sentinels to promote the replica", || {
+            let role: Option<Vec<redis::Value>> = data_query(port, &["ROLE"]);
+            let is_master = role.is_some_and(|role| {
+                matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master")
+            });
+            self.master() == port && is_master
+        });
+    }
+
+    /// An authenticated connection to a data node.
+    pub fn data_connection(&self, port: u16) -> redis::Connection {
+        data_connection(port).expect("connect to a data node")
+    }
+}
+
+impl Drop for SentinelGroup {
+    fn drop(&mut self) {
+        for process in self.data.iter_mut().chain(self.sentinels.iter_mut()) {
+            kill(process);
+        }
+    }
+}
+
+fn kill(process: &mut Process) {
+    if let Some(mut child) = process.child.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+fn connect(port: u16, password: &str) -> redis::RedisResult<redis::Connection> {
+    let url = format!("redis://:{password}@127.0.0.1:{port}");
+    let conn =
+        redis::Client::open(url)?.get_connection_with_timeout(Duration::from_millis(300))?;
+    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    Ok(conn)
+}
+
+fn data_connection(port: u16) -> redis::RedisResult<redis::Connection> {
+    connect(port, MASTER_PASSWORD)
+}
+
+fn data_ping(port: u16) -> bool {
+    data_connection(port)
+        .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+        .is_ok()
+}
+
+fn query<T: redis::FromRedisValue>(port: u16, password: &str, args: &[&str]) -> Option<T> {
+    let mut conn = connect(port, password).ok()?;
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query(&mut conn).ok()
+}
+
+fn data_query<T: redis::FromRedisValue>(port: u16, args: &[&str]) -> Option<T> {
+    query(port, MASTER_PASSWORD, args)
+}
+
+fn sentinel_query<T: redis::FromRedisValue>(port: u16, args: &[&str]) -> Option<T> {
+    query(port, SENTINEL_PASSWORD, args)
+}
+
+/// The value after `name` in a flat `[name, value, …]` reply.
+fn field<'a>(flat: &'a [String], name: &str) -> Option<&'a str> {
+    flat.chunks(2)
+        .find(|pair| pair[0] == name)
+        .and_then(|pair| pair.get(1))
+        .map(String::as_str)
+}

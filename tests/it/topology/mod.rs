@@ -1,0 +1,167 @@
+//! `store.topology = "cluster"` and `"sentinel"` against a real local Redis Cluster (three
+//! masters, three replicas) and a real Sentinel group, through the daemon's HTTP front.
+//!
+//! Each test starts its own nodes (the harness kills them on drop) and ends with an audit of the
+//! streams read back from Redis: every event that got a 2xx is there exactly once, and no event
+//! is there twice.
+
+mod cluster;
+mod cluster_faults;
+mod sentinel;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::support::cluster::RedisCluster;
+use crate::support::settings::{self, ms, STRIPE_SECRET};
+use crate::support::{now, stripe_body, Backend, TestApp};
+use hookonce::config::{ServiceUrl, StoreTopology};
+
+/// One source per master: names whose hash tag `{name}` lands on each master's slots, found by
+/// asking the cluster (`CLUSTER KEYSLOT`) rather than assuming a slot layout.
+pub fn sources_on_every_master(cluster: &RedisCluster) -> Vec<(String, u16)> {
+    let masters = cluster.masters();
+    let mut chosen: BTreeMap<u16, String> = BTreeMap::new();
+    for i in 0.. {
+        let name = format!("shop{i}");
+        let master = cluster.master_of_slot(cluster.keyslot(&format!("{{{name}}}")));
+        chosen.entry(master).or_insert(name);
+        if chosen.len() == masters.len() {
+            break;
+        }
+    }
+    chosen.into_iter().map(|(port, name)| (name, port)).collect()
+}
+
+/// A daemon in this process on the cluster, with one Stripe source per name.
+pub async fn cluster_app(
+    cluster: &RedisCluster,
+    sources: &[&str],
+    change: impl FnOnce(&mut hookonce::config::StoreSettings),
+) -> TestApp {
+    let seeds = cluster.seeds().into_iter().map(ServiceUrl).collect();
+    let mut builder = TestApp::builder(Backend::Redis).store(|store| {
+        store.topology = StoreTopology::Cluster;
+        store.cluster_nodes = seeds;
+        store.timeout = ms(500);
+        change(store);
+    });
+    for name in sources {
+        builder = builder.source(name, settings::source("stripe", STRIPE_SECRET));
+    }
+    builder.start().await
+}
+
+/// Delivers one Stripe event with this ID; returns the status.
+pub async fn deliver(app: &TestApp, source: &str, id: &str) -> u16 {
+    app.deliver(source, &stripe_body(id, 200), &now())
+        .await
+        .status()
+        .as_u16()
+}
+
+/// One request of a load run.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub source: String,
+    pub id: String,
+    pub status: u16,
+}
+
+/// Signed requests in a loop, one sequential sender per source, until stopped.
+pub struct Load {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<Attempt>>>,
+}
+
+impl Load {
+    pub fn start(app: &Arc<TestApp>, sources: &[String]) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks = sources
+            .iter()
+            .map(|source| {
+                let (app, stop, source) = (Arc::clone(app), Arc::clone(&stop), source.clone());
+                tokio::spawn(async move {
+                    let mut attempts = Vec::new();
+                    for n in 0.. {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let id = format!("evt_{source}_{n}");
+                        let status = deliver(&app, &source, &id).await;
+                        attempts.push(Attempt {
+                            source: source.clone(),
+                            id,
+                            status,
+                        });
+                    }
+                    attempts
+                })
+            })
+            .collect();
+        Self { stop, tasks }
+    }
+
+    pub async fn stop(self) -> Vec<Attempt> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut all = Vec::new();
+        for task in self.tasks {
+            all.extend(task.await.unwrap());
+        }
+        all
+    }
+}
+
+/// The event IDs of a stream, in order, read with `XRANGE` over `connection`.
+pub fn stream_ids(connection: &mut impl redis::ConnectionLike, stream: &str) -> Vec<String> {
+    let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(stream)
+        .arg("-")
+        .arg("+")
+        .query(connection)
+        .unwrap();
+    reply
+        .ids
+        .into_iter()
+        .map(|entry| entry.get("event_id").unwrap())
+        .collect()
+}
+
+/// The exactly-once audit of a run: every 2xx event is in its source's stream once, and no
+/// event is there twice. Returns (acknowledged, refused) counts.
+pub fn audit(
+    app: &TestApp,
+    attempts: &[Attempt],
+    connection: &mut impl redis::ConnectionLike,
+) -> (usize, usize) {
+    let mut sources: Vec<&str> = attempts.iter().map(|a| a.source.as_str()).collect();
+    sources.sort_unstable();
+    sources.dedup();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for source in sources {
+        let stream = &app.app.ingest.target(source).unwrap().stream;
+        for id in stream_ids(connection, stream) {
+            *counts.entry(id).or_default() += 1;
+        }
+    }
+    for (id, count) in &counts {
+        assert_eq!(*count, 1, "{id} is in its stream {count} times");
+    }
+    let acknowledged: Vec<&Attempt> = attempts.iter().filter(|a| a.status < 300).collect();
+    for attempt in &acknowledged {
+        assert!(
+            counts.contains_key(&attempt.id),
+            "{} got {} but is not in the stream",
+            attempt.id,
+            attempt.status
+        );
+    }
+    for attempt in attempts {
+        assert!(
+            attempt.status < 300 || attempt.status == 503,
+            "{attempt:?}: only 2xx or 503 are expected"
+        );
+    }
+    (acknowledged.len(), attempts.len() - acknowledged.len())
+}

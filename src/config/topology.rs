@@ -82,11 +82,31 @@ impl StoreSettings {
     /// Refuses the keys of the topologies not configured.
     fn refuse_foreign_keys(&self, cluster: bool, sentinel: bool) -> Result<(), ConfigError> {
         let foreign = [
-            ("store.cluster_nodes", !cluster && !self.cluster_nodes.is_empty(), "cluster"),
-            ("store.sentinels", !sentinel && !self.sentinels.is_empty(), "sentinel"),
-            ("store.sentinel_master", !sentinel && self.sentinel_master.is_some(), "sentinel"),
-            ("store.sentinel_username", !sentinel && self.sentinel_username.is_some(), "sentinel"),
-            ("store.sentinel_password", !sentinel && self.sentinel_password.is_some(), "sentinel"),
+            (
+                "store.cluster_nodes",
+                !cluster && !self.cluster_nodes.is_empty(),
+                "cluster",
+            ),
+            (
+                "store.sentinels",
+                !sentinel && !self.sentinels.is_empty(),
+                "sentinel",
+            ),
+            (
+                "store.sentinel_master",
+                !sentinel && self.sentinel_master.is_some(),
+                "sentinel",
+            ),
+            (
+                "store.sentinel_username",
+                !sentinel && self.sentinel_username.is_some(),
+                "sentinel",
+            ),
+            (
+                "store.sentinel_password",
+                !sentinel && self.sentinel_password.is_some(),
+                "sentinel",
+            ),
         ];
         for (key, set, topology) in foreign {
             if set {
@@ -139,14 +159,18 @@ mod tests {
 
     #[test]
     fn each_topology_reads_its_own_keys() {
-        store(r#"topology = "cluster"
-cluster_nodes = ["redis://:pw@10.0.0.1:6379", "redis://10.0.0.2:6379"]"#)
+        store(
+            r#"topology = "cluster"
+cluster_nodes = ["redis://:pw@10.0.0.1:6379", "redis://10.0.0.2:6379"]"#,
+        )
         .unwrap();
-        store(r#"topology = "sentinel"
+        store(
+            r#"topology = "sentinel"
 sentinels = ["redis://10.0.0.5:26379"]
 sentinel_master = "hookonce"
 sentinel_password = "s3"
-password = "m4""#)
+password = "m4""#,
+        )
         .unwrap();
         store(r#"redis_url = "redis://127.0.0.1:6379""#).unwrap();
     }

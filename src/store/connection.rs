@@ -16,9 +16,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{
-    MultipleNodeRoutingInfo, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
-};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Client, Cmd, FromRedisValue, IntoConnectionInfo, RedisFuture, RedisResult, Value};
 
 use super::sentinel::SentinelConnection;
@@ -50,7 +48,9 @@ impl Connection {
             Ok::<_, redis::RedisError>(match settings.topology {
                 StoreTopology::Standalone => Self::Standalone(standalone(settings).await?),
                 StoreTopology::Cluster => Self::Cluster(cluster(settings).await?),
-                StoreTopology::Sentinel => Self::Sentinel(SentinelConnection::connect(settings).await?),
+                StoreTopology::Sentinel => {
+                    Self::Sentinel(SentinelConnection::connect(settings).await?)
+                }
             })
         };
         tokio::time::timeout(settings.timeout.0 * 4, connecting)
@@ -82,31 +82,143 @@ impl Connection {
         }
     }
 
-    /// Runs `command` on every master — in a cluster, every master the client's slot map holds,
-    /// that is every master that owns slots — and returns each one's reply by address.
+    /// Runs `command` on every master — in a cluster, every master that owns slots — and
+    /// returns each one's reply by address. A master that cannot be reached is an error.
+    ///
+    /// In a cluster the masters are taken from `CLUSTER SLOTS`, and each is reached by routing
+    /// to a slot it owns. redis-rs's "all masters" routing skips nodes it has no connection to,
+    /// and a command routed to a node it cannot reach may go to another node instead (harmless
+    /// for a keyed command, which would be redirected, but not for `PING`). So the command goes
+    /// in a pipeline behind `CLUSTER MYID`, and a reply from any node other than the slot's
+    /// owner is an error. A slot without a master is an error too.
     pub(super) async fn on_every_master(
         &mut self,
         command: Cmd,
     ) -> RedisResult<Vec<(String, Value)>> {
-        match self {
-            Self::Cluster(cluster) => {
-                let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
-                match cluster.route_command(command, routing).await? {
-                    Value::Map(replies) => Ok(replies
-                        .into_iter()
-                        .map(|(address, reply)| {
-                            (String::from_redis_value(address).unwrap_or_default(), reply)
-                        })
-                        .collect()),
-                    other => Ok(vec![("cluster".to_owned(), other)]),
-                }
+        let Self::Cluster(cluster) = self else {
+            let reply: Value = command.query_async(self).await?;
+            return Ok(vec![("master".to_owned(), reply)]);
+        };
+        let masters = slot_owners(cluster).await?;
+        let mut replies = Vec::with_capacity(masters.len());
+        for owner in masters {
+            let mut pipeline = redis::pipe();
+            pipeline
+                .cmd("CLUSTER")
+                .arg("MYID")
+                .add_command(command.clone());
+            let route =
+                SingleNodeRoutingInfo::SpecificNode(Route::new(owner.slot, SlotAddr::Master));
+            let mut reply = cluster
+                .route_pipeline(pipeline, 0, 2, route)
+                .await?
+                .into_iter();
+            let id = reply.next().map(String::from_redis_value).transpose()?;
+            if id.as_deref() != Some(owner.id.as_str()) {
+                return Err(unexpected(format!(
+                    "master {} of slot {} is unreachable",
+                    owner.address, owner.slot
+                )));
             }
-            other => {
-                let reply: Value = command.query_async(other).await?;
-                Ok(vec![("master".to_owned(), reply)])
+            replies.push((owner.address, reply.next().unwrap_or(Value::Nil)));
+        }
+        Ok(replies)
+    }
+}
+
+/// A master that owns slots: its address, node ID and one of its slots.
+struct SlotOwner {
+    address: String,
+    id: String,
+    slot: u16,
+}
+
+/// Slots in a Redis Cluster.
+const SLOTS: u32 = 16384;
+
+/// Every master that owns slots, as `host:port` and one slot it owns, from `CLUSTER SLOTS` on
+/// any node that answers; an error when some slot has no master.
+async fn slot_owners(cluster: &mut ClusterConnection) -> RedisResult<Vec<SlotOwner>> {
+    let mut last = None;
+    // A random node may be the one that just failed: ask up to three.
+    for _ in 0..3 {
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+        let ranges = match cluster.route_command(slots_command(), routing).await {
+            Ok(Value::Array(ranges)) => ranges,
+            Ok(other) => return Err(unexpected(format!("CLUSTER SLOTS: {other:?}"))),
+            Err(error) => {
+                last = Some(error);
+                continue;
+            }
+        };
+        let mut owners: Vec<SlotOwner> = Vec::new();
+        let mut covered = 0;
+        for range in ranges {
+            let (first, last, owner) = parse_range(range)?;
+            covered += u32::from(last - first) + 1;
+            if !owners.iter().any(|known| known.id == owner.id) {
+                owners.push(owner);
             }
         }
+        if covered != SLOTS {
+            return Err(unexpected(format!(
+                "{covered} of {SLOTS} slots have a master"
+            )));
+        }
+        return Ok(owners);
     }
+    Err(last.unwrap_or_else(|| unexpected("no node answered CLUSTER SLOTS".to_owned())))
+}
+
+fn slots_command() -> Cmd {
+    let mut command = redis::cmd("CLUSTER");
+    command.arg("SLOTS");
+    command
+}
+
+/// One `CLUSTER SLOTS` entry: `[first, last, [host, port, id, …], replicas…]`.
+fn parse_range(range: Value) -> RedisResult<(u16, u16, SlotOwner)> {
+    let Value::Array(mut fields) = range else {
+        return Err(unexpected(format!("slot range {range:?}")));
+    };
+    if fields.len() < 3 {
+        return Err(unexpected(format!("slot range {fields:?}")));
+    }
+    let master: Vec<Value> = Vec::from_redis_value(fields.swap_remove(2))?;
+    let last = u16::from_redis_value(fields.swap_remove(1))?;
+    let first = u16::from_redis_value(fields.swap_remove(0))?;
+    let text = |i: usize| {
+        master
+            .get(i)
+            .cloned()
+            .map(String::from_redis_value)
+            .transpose()
+    };
+    let port = master
+        .get(1)
+        .cloned()
+        .map(u16::from_redis_value)
+        .transpose()?;
+    match (text(0)?, port, text(2)?) {
+        (Some(host), Some(port), Some(id)) if first <= last => Ok((
+            first,
+            last,
+            SlotOwner {
+                address: format!("{host}:{port}"),
+                id,
+                slot: first,
+            },
+        )),
+        _ => Err(unexpected(format!("slot range master {master:?}"))),
+    }
+}
+
+fn unexpected(what: String) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "unexpected cluster reply",
+        what,
+    ))
 }
 
 impl ConnectionLike for Connection {

@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
-use redis::{Cmd, IntoConnectionInfo, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value};
+use redis::{
+    Cmd, IntoConnectionInfo, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
+};
 
 use super::connection::{manager_config, with_credentials};
 use crate::config::StoreSettings;
@@ -109,7 +111,12 @@ impl SentinelConnection {
             }
             let found = tokio::time::timeout(
                 inner.timeout * 4,
-                discover(&mut sentinel, &inner.master_name, &inner.master_info, &inner.config),
+                discover(
+                    &mut sentinel,
+                    &inner.master_name,
+                    &inner.master_info,
+                    &inner.config,
+                ),
             )
             .await;
             match found {

@@ -64,16 +64,20 @@ impl SentinelGroup {
         for _ in 0..3 {
             group.spawn_sentinel(master);
         }
-        wait_for(20, "every sentinel to see the replica and the others", || {
-            group.sentinels.iter().all(|s| {
-                let info: Option<Vec<String>> =
-                    sentinel_query(s.port, &["SENTINEL", "MASTER", MASTER_NAME]);
-                info.is_some_and(|info| {
-                    field(&info, "num-slaves") == Some("1")
-                        && field(&info, "num-other-sentinels") == Some("2")
+        wait_for(
+            20,
+            "every sentinel to see the replica and the others",
+            || {
+                group.sentinels.iter().all(|s| {
+                    let info: Option<Vec<String>> =
+                        sentinel_query(s.port, &["SENTINEL", "MASTER", MASTER_NAME]);
+                    info.is_some_and(|info| {
+                        field(&info, "num-slaves") == Some("1")
+                            && field(&info, "num-other-sentinels") == Some("2")
+                    })
                 })
-            })
-        });
+            },
+        );
         group
     }
 
@@ -82,9 +86,24 @@ impl SentinelGroup {
         let node_dir = self.dir.path().join(format!("data{port}"));
         std::fs::create_dir(&node_dir).unwrap();
         let mut args: Vec<std::ffi::OsString> = [
-            "--port", &port.to_string(), "--bind", "127.0.0.1",
-            "--requirepass", MASTER_PASSWORD, "--masterauth", MASTER_PASSWORD,
-            "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir",
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--requirepass",
+            MASTER_PASSWORD,
+            "--masterauth",
+            MASTER_PASSWORD,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            // A replica's first sync starts at once instead of after the default 5 s.
+            "--repl-diskless-sync-delay",
+            "0",
+            "--dir",
         ]
         .iter()
         .map(Into::into)
@@ -119,7 +138,7 @@ impl SentinelGroup {
     fn wait_for_replica(&self, master: u16) {
         wait_for(20, "the replica's link to the master", || {
             data_query::<String>(master, &["INFO", "replication"])
-                .is_some_and(|text| text.contains("connected_slaves:1"))
+                .is_some_and(|text| text.contains("state=online"))
         });
     }
 
@@ -162,19 +181,23 @@ impl SentinelGroup {
         let node = self.data.iter_mut().find(|p| p.port == port).unwrap();
         *node = Process::spawn(port, node.args.clone());
         wait_for(10, "the restarted node to answer PING", || data_ping(port));
-        wait_for(20, "the sentinels to make the restarted node a replica", || {
-            data_query::<String>(master, &["INFO", "replication"])
-                .is_some_and(|text| text.contains("connected_slaves:1"))
-        });
+        wait_for(
+            20,
+            "the sentinels to make the restarted node a replica",
+            || {
+                data_query::<String>(master, &["INFO", "replication"])
+                    .is_some_and(|text| text.contains("state=online"))
+            },
+        );
     }
 
     /// Waits until the sentinels name `port` as the master and it accepts writes.
     pub fn wait_for_master(&self, port: u16, seconds: u64) {
         wait_for(seconds, "the sentinels to promote the replica", || {
             let role: Option<Vec<redis::Value>> = data_query(port, &["ROLE"]);
-            let is_master = role.is_some_and(|role| {
-                matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master")
-            });
+            let is_master = role.is_some_and(
+                |role| matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master"),
+            );
             self.master() == port && is_master
         });
     }
@@ -202,8 +225,7 @@ fn kill(process: &mut Process) {
 
 fn connect(port: u16, password: &str) -> redis::RedisResult<redis::Connection> {
     let url = format!("redis://:{password}@127.0.0.1:{port}");
-    let conn =
-        redis::Client::open(url)?.get_connection_with_timeout(Duration::from_millis(300))?;
+    let conn = redis::Client::open(url)?.get_connection_with_timeout(Duration::from_millis(300))?;
     conn.set_read_timeout(Some(Duration::from_secs(2)))?;
     Ok(conn)
 }

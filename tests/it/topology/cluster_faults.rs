@@ -37,7 +37,10 @@ async fn a_killed_master_answers_503_then_recovers_without_a_restart() {
         deliver(&app, &victim_source, &format!("evt_probe_{}", rand_id())).await == 503
     })
     .await;
-    eventually(10, "/readyz to say 503", || async { app.readiness().await == 503 }).await;
+    eventually(10, "/readyz to say 503", || async {
+        app.readiness().await == 503
+    })
+    .await;
     // The replica takes over, but has no replica of its own: WAIT refuses until the old master
     // is back as its replica.
     wait_for(15, "a replica to take the victim's slots", || {
@@ -49,11 +52,17 @@ async fn a_killed_master_answers_503_then_recovers_without_a_restart() {
     })
     .await;
     let recovered_in = killed_at.elapsed();
-    eventually(10, "/readyz to say 200 again", || async { app.readiness().await == 200 }).await;
+    eventually(10, "/readyz to say 200 again", || async {
+        app.readiness().await == 200
+    })
+    .await;
     let attempts = load.stop().await;
 
     let (acknowledged, refused) = audit(&app, &attempts, &mut cluster.client());
-    assert!(acknowledged > 0 && refused > 0, "{acknowledged} 2xx, {refused} 503");
+    assert!(
+        acknowledged > 0 && refused > 0,
+        "{acknowledged} 2xx, {refused} 503"
+    );
     // Every acknowledged event is still known: its retry is a duplicate, not a new append.
     for attempt in attempts.iter().filter(|a| a.status < 300).take(50) {
         assert_eq!(deliver(&app, &attempt.source, &attempt.id).await, 200);

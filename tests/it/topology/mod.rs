@@ -31,7 +31,10 @@ pub fn sources_on_every_master(cluster: &RedisCluster) -> Vec<(String, u16)> {
             break;
         }
     }
-    chosen.into_iter().map(|(port, name)| (name, port)).collect()
+    chosen
+        .into_iter()
+        .map(|(port, name)| (name, port))
+        .collect()
 }
 
 /// A daemon in this process on the cluster, with one Stripe source per name.

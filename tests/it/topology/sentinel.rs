@@ -47,23 +47,41 @@ async fn a_sentinel_failover_under_load_recovers_without_a_restart() {
     })
     .await;
     group.kill(old_master);
-    eventually(10, "/readyz to say 503", || async { app.readiness().await == 503 }).await;
+    eventually(10, "/readyz to say 503", || async {
+        app.readiness().await == 503
+    })
+    .await;
     group.wait_for_master(replica, 20);
     // The new master has no replica until the old one is back as its replica: WAIT refuses.
     group.restart_as_replica(old_master, replica);
     eventually(15, "events to be acknowledged again", || async {
-        deliver(&app, "shop", &format!("evt_after_{}", rand::random::<u64>())).await == 200
+        deliver(
+            &app,
+            "shop",
+            &format!("evt_after_{}", rand::random::<u64>()),
+        )
+        .await
+            == 200
     })
     .await;
-    eventually(10, "/readyz to say 200 again", || async { app.readiness().await == 200 }).await;
+    eventually(10, "/readyz to say 200 again", || async {
+        app.readiness().await == 200
+    })
+    .await;
     let attempts = load.stop().await;
 
     let mut master = group.data_connection(replica);
     let (acknowledged, refused) = audit(&app, &attempts, &mut master);
-    assert!(acknowledged > 0 && refused > 0, "{acknowledged} 2xx, {refused} 503");
+    assert!(
+        acknowledged > 0 && refused > 0,
+        "{acknowledged} 2xx, {refused} 503"
+    );
     let stream = &app.app.ingest.target("shop").unwrap().stream;
     let ids = super::stream_ids(&mut master, stream);
-    assert!(ids.contains(&"evt_first".to_owned()), "the event before the failover survived");
+    assert!(
+        ids.contains(&"evt_first".to_owned()),
+        "the event before the failover survived"
+    );
     eprintln!("sentinel failover: {acknowledged} acknowledged, {refused} refused");
 }
 
@@ -90,7 +108,10 @@ fn sentinel_credentials_are_redacted() {
     let failed = output_text(&served);
     assert!(!served.status.success(), "{failed}");
     for secret in [SENTINEL_PASSWORD, MASTER_PASSWORD, "url-pw-55", "watcher"] {
-        assert!(!text.contains(secret), "check-config shows {secret}: {text}");
+        assert!(
+            !text.contains(secret),
+            "check-config shows {secret}: {text}"
+        );
         assert!(!failed.contains(secret), "serve shows {secret}: {failed}");
     }
 }

@@ -24,6 +24,15 @@ pub(crate) fn run(
     runtime()?.block_on(async {
         let store = RedisStore::connect(&settings.store).await?;
         if forget {
+            // With body_dedup the event's payload has a record of its own; it goes too, or the
+            // next delivery would be a duplicate of the forgotten one.
+            let record = store.get_record(&key).await?;
+            let body_key = record.as_ref().and_then(|(record, _)| {
+                target.body_key_of_record(Record::parse(record)?.fingerprint())
+            });
+            if let Some(body_key) = body_key {
+                store.delete_record(&body_key).await?;
+            }
             return Ok(if store.delete_record(&key).await? {
                 println!("forgot {key}: the next delivery of this event is forwarded again");
                 ExitCode::SUCCESS

@@ -2,6 +2,7 @@
 //! redis-server and nats-server processes. Each module is one topic; `support` is the harness.
 
 mod behaviour;
+mod body_dedup;
 mod cli;
 mod crash;
 mod providers;

@@ -52,7 +52,9 @@ mod testing;
 use bytes::Bytes;
 use http::HeaderMap;
 
-pub use registry::{build, default_dedup_ttl, lookup, names, ProviderSpec, REGISTRY};
+pub use registry::{
+    body_dedup, build, default_dedup_ttl, lookup, names, BodyDedup, ProviderSpec, REGISTRY,
+};
 pub use secrets::decode_secrets;
 
 pub use crate::event::{validate_event_id, VerifiedEvent, VerifyError, MAX_EVENT_ID_LEN};

@@ -2,6 +2,7 @@
 //! `sign` command, and the example configurations and README they are documented by.
 
 mod adyen;
+mod adyen_hostile;
 mod cases;
 mod end_to_end;
 mod examples;

@@ -13,7 +13,7 @@ use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
 
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, ProxyOutcome};
 
 pub const EVENTS_TOTAL: &str = "hookonce_events_total";
 pub const DUPLICATE_HITS_TOTAL: &str = "hookonce_duplicate_hits_total";
@@ -23,27 +23,143 @@ pub const STORE_DURATION_SECONDS: &str = "hookonce_store_duration_seconds";
 pub const FORWARD_DURATION_SECONDS: &str = "hookonce_forward_duration_seconds";
 pub const BUILD_INFO: &str = "hookonce_build_info";
 pub const REQUESTS_IN_FLIGHT: &str = "hookonce_requests_in_flight";
+pub const BODY_READS_IN_FLIGHT: &str = "hookonce_body_reads_in_flight";
+pub const BODY_MEMORY_BYTES: &str = "hookonce_body_memory_bytes";
 pub const LEASE_RECLAIMS_TOTAL: &str = "hookonce_lease_reclaims_total";
 pub const STREAM_LENGTH: &str = "hookonce_stream_length";
 pub const READY: &str = "hookonce_ready";
+pub const PROXY_REQUESTS_TOTAL: &str = "hookonce_proxy_requests_total";
+pub const PROXY_DURATION_SECONDS: &str = "hookonce_proxy_duration_seconds";
+pub const PROXY_UPSTREAM_DURATION_SECONDS: &str = "hookonce_proxy_upstream_duration_seconds";
+pub const PROXY_CLAIMS_HELD: &str = "hookonce_proxy_claims_held";
+pub const PROXY_OLDEST_CLAIM_SECONDS: &str = "hookonce_proxy_oldest_claim_seconds";
+pub const PROXY_LEASE_TAKEOVERS_TOTAL: &str = "hookonce_proxy_lease_takeovers_total";
+
+/// Metric names that are gauges (the others are counters or, ending in `_seconds`, histograms).
+const GAUGES: [&str; 8] = [
+    BUILD_INFO,
+    REQUESTS_IN_FLIGHT,
+    BODY_READS_IN_FLIGHT,
+    BODY_MEMORY_BYTES,
+    STREAM_LENGTH,
+    READY,
+    PROXY_CLAIMS_HELD,
+    PROXY_OLDEST_CLAIM_SECONDS,
+];
 
 /// Label value for requests whose source is not configured.
 pub const UNKNOWN_SOURCE: &str = "_unknown";
 
-/// Status codes the daemon answers on webhook routes; others are registered on first use.
-const KNOWN_STATUSES: [u16; 9] = [200, 400, 401, 404, 409, 413, 422, 500, 503];
+/// Status codes the daemon answers on webhook routes, and those hyper and the router answer
+/// before the handler (405, 431); others (414) are registered on first use.
+const KNOWN_STATUSES: [u16; 12] = [200, 400, 401, 404, 405, 408, 409, 413, 422, 431, 500, 503];
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
     10.0,
 ];
 
+/// Every metric's unit and help text.
+const HELP: [(&str, Unit, &str); 19] = [
+    (EVENTS_TOTAL, Unit::Count, "Events by source and outcome."),
+    (
+        DUPLICATE_HITS_TOTAL,
+        Unit::Count,
+        "Duplicate deliveries absorbed.",
+    ),
+    (
+        HTTP_REQUESTS_TOTAL,
+        Unit::Count,
+        "Webhook requests by source and status.",
+    ),
+    (
+        REQUEST_DURATION_SECONDS,
+        Unit::Seconds,
+        "Webhook request latency.",
+    ),
+    (
+        STORE_DURATION_SECONDS,
+        Unit::Seconds,
+        "Latency of store operations.",
+    ),
+    (
+        FORWARD_DURATION_SECONDS,
+        Unit::Seconds,
+        "Latency of forwarding one event.",
+    ),
+    (BUILD_INFO, Unit::Count, "Build information."),
+    (
+        REQUESTS_IN_FLIGHT,
+        Unit::Count,
+        "Requests admitted (a webhook's body is in) and being handled.",
+    ),
+    (
+        BODY_READS_IN_FLIGHT,
+        Unit::Count,
+        "Webhook request bodies being received, before admission.",
+    ),
+    (
+        BODY_MEMORY_BYTES,
+        Unit::Bytes,
+        "Bytes of webhook request bodies held in memory (of server.body_memory_limit).",
+    ),
+    (
+        LEASE_RECLAIMS_TOTAL,
+        Unit::Count,
+        "Claims taken over after an earlier lease expired (two-phase mode).",
+    ),
+    (
+        STREAM_LENGTH,
+        Unit::Count,
+        "Entries in a source's Redis Stream (sampled).",
+    ),
+    (
+        READY,
+        Unit::Count,
+        "1 while the store and sink answer readiness checks, else 0.",
+    ),
+    (
+        PROXY_REQUESTS_TOTAL,
+        Unit::Count,
+        "Idempotency-Key proxy requests by proxy and outcome.",
+    ),
+    (
+        PROXY_DURATION_SECONDS,
+        Unit::Seconds,
+        "Idempotency-Key proxy request latency by outcome.",
+    ),
+    (
+        PROXY_UPSTREAM_DURATION_SECONDS,
+        Unit::Seconds,
+        "Latency of the upstream exchange of proxied requests.",
+    ),
+    (
+        PROXY_CLAIMS_HELD,
+        Unit::Count,
+        "Idempotency keys this process is executing now (processing claims it holds).",
+    ),
+    (
+        PROXY_OLDEST_CLAIM_SECONDS,
+        Unit::Count,
+        "Age of the oldest processing claim this process holds; 0 when none (sampled).",
+    ),
+    (
+        PROXY_LEASE_TAKEOVERS_TOTAL,
+        Unit::Count,
+        "Claims taken over after their lease expired (the proxy holding them died).",
+    ),
+];
+
 /// The application's recorder and its text exposition.
 pub struct Metrics {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
-    /// Webhook requests admitted and not yet answered.
+    /// Requests admitted (a webhook's body read) and not yet answered.
     pub in_flight: Gauge,
+    /// Webhook request bodies being read, before admission.
+    body_reads: Gauge,
+    /// Bytes of request bodies held in memory.
+    body_memory: Gauge,
     /// 1 while the store (and sink) answered the last readiness check, else 0.
     pub ready: Gauge,
 }
@@ -57,11 +173,17 @@ impl Metrics {
         let handle = recorder.handle();
         let in_flight =
             recorder.register_gauge(&Key::from_static_name(REQUESTS_IN_FLIGHT), &metadata());
+        let body_reads =
+            recorder.register_gauge(&Key::from_static_name(BODY_READS_IN_FLIGHT), &metadata());
+        let body_memory =
+            recorder.register_gauge(&Key::from_static_name(BODY_MEMORY_BYTES), &metadata());
         let ready = recorder.register_gauge(&Key::from_static_name(READY), &metadata());
         let metrics = Self {
             recorder,
             handle,
             in_flight,
+            body_reads,
+            body_memory,
             ready,
         };
         metrics.describe();
@@ -75,65 +197,14 @@ impl Metrics {
     }
 
     fn describe(&self) {
-        let help: [(&'static str, Unit, &'static str); 11] = [
-            (EVENTS_TOTAL, Unit::Count, "Events by source and outcome."),
-            (
-                DUPLICATE_HITS_TOTAL,
-                Unit::Count,
-                "Duplicate deliveries absorbed.",
-            ),
-            (
-                HTTP_REQUESTS_TOTAL,
-                Unit::Count,
-                "Webhook requests by source and status.",
-            ),
-            (
-                REQUEST_DURATION_SECONDS,
-                Unit::Seconds,
-                "Webhook request latency.",
-            ),
-            (
-                STORE_DURATION_SECONDS,
-                Unit::Seconds,
-                "Latency of store operations.",
-            ),
-            (
-                FORWARD_DURATION_SECONDS,
-                Unit::Seconds,
-                "Latency of forwarding one event.",
-            ),
-            (BUILD_INFO, Unit::Count, "Build information."),
-            (
-                REQUESTS_IN_FLIGHT,
-                Unit::Count,
-                "Webhook requests being handled.",
-            ),
-            (
-                LEASE_RECLAIMS_TOTAL,
-                Unit::Count,
-                "Claims taken over after an earlier lease expired (two-phase mode).",
-            ),
-            (
-                STREAM_LENGTH,
-                Unit::Count,
-                "Entries in a source's Redis Stream (sampled).",
-            ),
-            (
-                READY,
-                Unit::Count,
-                "1 while the store and sink answer readiness checks, else 0.",
-            ),
-        ];
-        for (name, unit, text) in help {
+        for (name, unit, text) in HELP {
             let name = KeyName::from_const_str(name);
             let text = SharedString::const_str(text);
             match unit {
-                Unit::Seconds => self.recorder.describe_histogram(name, Some(unit), text),
-                _ if [BUILD_INFO, REQUESTS_IN_FLIGHT, STREAM_LENGTH, READY]
-                    .contains(&name.as_str()) =>
-                {
+                _ if GAUGES.contains(&name.as_str()) => {
                     self.recorder.describe_gauge(name, None, text)
                 }
+                Unit::Seconds => self.recorder.describe_histogram(name, Some(unit), text),
                 _ => self.recorder.describe_counter(name, None, text),
             }
         }
@@ -196,6 +267,30 @@ impl Metrics {
         }
     }
 
+    /// The gauges of bodies being received and held.
+    pub fn body_gauges(&self) -> BodyGauges {
+        BodyGauges {
+            reading: self.body_reads.clone(),
+            memory_bytes: self.body_memory.clone(),
+        }
+    }
+
+    /// Handles for one Idempotency-Key proxy.
+    pub fn proxy(&self, proxy: &str) -> ProxyMetrics {
+        let label = || Label::new("proxy", proxy.to_owned());
+        let with_outcome = |o: ProxyOutcome| vec![label(), Label::new("outcome", o.label())];
+        ProxyMetrics {
+            requests: ProxyOutcome::ALL
+                .map(|o| self.counter(PROXY_REQUESTS_TOTAL, with_outcome(o))),
+            durations: ProxyOutcome::ALL
+                .map(|o| self.histogram(PROXY_DURATION_SECONDS, with_outcome(o))),
+            upstream: self.histogram(PROXY_UPSTREAM_DURATION_SECONDS, vec![label()]),
+            claims_held: self.gauge(PROXY_CLAIMS_HELD, vec![label()]),
+            oldest_claim: self.gauge(PROXY_OLDEST_CLAIM_SECONDS, vec![label()]),
+            lease_takeovers: self.counter(PROXY_LEASE_TAKEOVERS_TOTAL, vec![label()]),
+        }
+    }
+
     /// The sampled length of one Redis Stream.
     pub fn stream_length(&self, stream: &str) -> Gauge {
         self.gauge(STREAM_LENGTH, vec![Label::new("stream", stream.to_owned())])
@@ -214,6 +309,13 @@ impl Metrics {
 
 fn metadata() -> Metadata<'static> {
     Metadata::new(module_path!(), metrics::Level::INFO, None)
+}
+
+/// `hookonce_body_reads_in_flight` and `hookonce_body_memory_bytes`, for the body reader.
+#[derive(Clone)]
+pub struct BodyGauges {
+    pub reading: Gauge,
+    pub memory_bytes: Gauge,
 }
 
 /// Pre-registered handles for one source (or for `_unknown`).
@@ -243,6 +345,16 @@ impl SourceMetrics {
     /// Counts one finished request.
     pub fn request(&self, metrics: &Metrics, outcome: Outcome, status: u16, seconds: f64) {
         self.durations[outcome.index()].record(seconds);
+        self.status(metrics, status);
+    }
+
+    /// Counts one request refused before the webhook handler (by hyper or the router): it has
+    /// a status but no outcome and no event, and is not timed.
+    pub fn refused(&self, metrics: &Metrics, status: u16) {
+        self.status(metrics, status);
+    }
+
+    fn status(&self, metrics: &Metrics, status: u16) {
         match self.statuses.iter().find(|(s, _)| *s == status) {
             Some((_, counter)) => counter.increment(1),
             None => metrics
@@ -255,5 +367,31 @@ impl SourceMetrics {
                 )
                 .increment(1),
         }
+    }
+}
+
+/// Pre-registered handles for one Idempotency-Key proxy.
+pub struct ProxyMetrics {
+    requests: [Counter; ProxyOutcome::ALL.len()],
+    durations: [Histogram; ProxyOutcome::ALL.len()],
+    /// The upstream exchange of every proxied request, matched or passed through.
+    pub upstream: Histogram,
+    /// Claims this process holds now.
+    pub claims_held: Gauge,
+    /// Age in seconds of the oldest claim this process holds (0 when none).
+    pub oldest_claim: Gauge,
+    lease_takeovers: Counter,
+}
+
+impl ProxyMetrics {
+    /// Counts one finished request.
+    pub fn request(&self, outcome: ProxyOutcome, seconds: f64) {
+        self.requests[outcome.index()].increment(1);
+        self.durations[outcome.index()].record(seconds);
+    }
+
+    /// Counts a claim taken over after its lease expired.
+    pub fn lease_taken_over(&self) {
+        self.lease_takeovers.increment(1);
     }
 }

@@ -2,7 +2,24 @@
 //!
 //! Connections are served by hyper directly (rather than `axum::serve`) because hyper is where a
 //! header-read timeout and a graceful, bounded drain can be set: a client that trickles its headers
-//! is cut off, and SIGTERM stops accepting, lets in-flight requests finish, then returns.
+//! is cut off, and SIGTERM stops accepting, lets in-flight requests finish, then returns. It is
+//! also where a connection's error says that hyper refused a request head (400, 414, 431), which
+//! is counted like the requests the router refuses (404, 405).
+//!
+//! Admission (`server.max_in_flight`) comes after a webhook's body is in, never before: a body is
+//! read under its own deadline and memory budget (`webhooks::body`), so clients that send headers
+//! and then stall cannot hold the permits that signed deliveries need.
+//!
+//! Listeners: the webhook listener (`server.listen`), the metrics listener
+//! (`server.metrics_listen`) and one per Idempotency-Key proxy (`proxies.NAME.listen`), which
+//! forwards every path. Bind them first, so that port 0 resolves before serving:
+//!
+//! - [`Listeners::bind_for`]`(&settings)` binds all of them; [`Listeners::bind`]`(http, metrics)`
+//!   binds only the first two (a configuration without proxies).
+//! - [`Listeners::http_addr`], [`Listeners::metrics_addr`] and
+//!   [`Listeners::proxy_addr`]`("orders") -> io::Result<SocketAddr>` give the bound addresses.
+//! - [`run`]`(app, listeners, shutdown)` serves them all; a proxy listener without a proxy of
+//!   its name in `app` is closed with a warning.
 
 use std::future::Future;
 use std::io;
@@ -11,8 +28,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
-use axum::http::StatusCode;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -20,8 +38,13 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tower::ServiceExt;
 
 use crate::app::App;
+use crate::config::Settings;
+use crate::proxy::Proxy;
+use crate::util::scopeguard;
 
 /// The routes of the webhook listener.
 pub fn router(app: Arc<App>) -> Router {
@@ -29,6 +52,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/webhooks/{source}", post(webhook))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)
 }
 
@@ -41,29 +66,82 @@ pub fn metrics_router(app: Arc<App>) -> Router {
 
 async fn webhook(
     State(app): State<Arc<App>>,
-    Path(source): Path<String>,
+    source: Result<Path<String>, PathRejection>,
     request: Request<Body>,
 ) -> Response {
+    // A name that does not decode (`/webhooks/%FF`) names no configured source.
+    let source = source.map(|Path(name)| name).unwrap_or_default();
+    let (parts, body) = request.into_parts();
+    let received = match app.ingest.receive(source, parts.headers, body).await {
+        Ok(received) => received,
+        Err(answered) => return answered,
+    };
+    // The permit is taken only now that the body is in: a client that stalls its body has been
+    // cut by its deadline above without ever holding one.
     let Ok(_permit) = app.in_flight.try_acquire() else {
-        return app.ingest.overloaded(&source);
+        return app.ingest.overloaded(received);
     };
     app.metrics.in_flight.increment(1.0);
     let _in_flight = scopeguard(|| app.metrics.in_flight.decrement(1.0));
-    let (parts, body) = request.into_parts();
-    app.ingest.handle(&source, parts.headers, body).await
+    app.ingest.process(received).await
 }
 
-/// Runs `f` when dropped, also when the request future is cancelled.
-fn scopeguard(f: impl FnOnce()) -> impl Drop {
-    struct Guard<F: FnOnce()>(Option<F>);
-    impl<F: FnOnce()> Drop for Guard<F> {
-        fn drop(&mut self) {
-            if let Some(f) = self.0.take() {
-                f();
-            }
-        }
+/// Any path without a route; counted, so that scanners and misrouted providers show up.
+async fn not_found(State(app): State<Arc<App>>, uri: Uri) -> StatusCode {
+    app.ingest
+        .refused(webhook_source(uri.path()), StatusCode::NOT_FOUND);
+    StatusCode::NOT_FOUND
+}
+
+/// Another method on a route (`GET /webhooks/stripe`); the router adds the `Allow` header.
+async fn method_not_allowed(State(app): State<Arc<App>>, uri: Uri) -> StatusCode {
+    app.ingest
+        .refused(webhook_source(uri.path()), StatusCode::METHOD_NOT_ALLOWED);
+    StatusCode::METHOD_NOT_ALLOWED
+}
+
+/// The source segment of a webhook path, as written; `Ingest::refused` counts it only when it is
+/// a configured name, so no raw path becomes a label value.
+fn webhook_source(path: &str) -> Option<&str> {
+    path.strip_prefix("/webhooks/")
+}
+
+/// The status hyper answered a request head it could not parse with (it answers those itself,
+/// before any route), or `None` when it sent nothing: a connection that closed, broke or timed
+/// out, or an HTTP/2 preface.
+fn refused_status(error: &hyper::Error) -> Option<StatusCode> {
+    if !error.is_parse() || error.is_parse_version_h2() || error.is_parse_status() {
+        return None;
     }
-    Guard(Some(f))
+    if error.is_parse_too_large() {
+        // hyper answers 414 when the URI alone is over its limit and 431 when the whole head is;
+        // its error tells the two apart only in its message.
+        let uri = error.to_string().contains("URI");
+        return Some(if uri {
+            StatusCode::URI_TOO_LONG
+        } else {
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+        });
+    }
+    Some(StatusCode::BAD_REQUEST)
+}
+
+/// The router of one proxy's listener: every method and path goes to the proxy.
+pub fn proxy_router(app: Arc<App>, proxy: Arc<Proxy>) -> Router {
+    Router::new().fallback(proxied).with_state((app, proxy))
+}
+
+async fn proxied(
+    State((app, proxy)): State<(Arc<App>, Arc<Proxy>)>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request<Body>,
+) -> Response {
+    let Ok(_permit) = app.in_flight.try_acquire() else {
+        return proxy.overloaded();
+    };
+    app.metrics.in_flight.increment(1.0);
+    let _in_flight = scopeguard(|| app.metrics.in_flight.decrement(1.0));
+    proxy.handle(request, peer).await
 }
 
 async fn ready(State(app): State<Arc<App>>) -> Response {
@@ -85,18 +163,38 @@ async fn render_metrics(State(app): State<Arc<App>>) -> Response {
         .into_response()
 }
 
-/// The two bound listeners; bind first so that port 0 can be resolved before serving.
+/// The bound listeners; bind first so that port 0 can be resolved before serving.
 pub struct Listeners {
     pub http: TcpListener,
     pub metrics: TcpListener,
+    /// One per configured proxy, by name.
+    pub proxies: Vec<(String, TcpListener)>,
 }
 
 impl Listeners {
+    /// The webhook and metrics listeners only.
     pub async fn bind(http: SocketAddr, metrics: SocketAddr) -> io::Result<Self> {
         Ok(Self {
             http: TcpListener::bind(http).await?,
             metrics: TcpListener::bind(metrics).await?,
+            proxies: Vec::new(),
         })
+    }
+
+    /// Every listener `settings` names: webhooks, metrics and each proxy's.
+    pub async fn bind_for(settings: &Settings) -> io::Result<Self> {
+        let mut listeners =
+            Self::bind(settings.server.listen, settings.server.metrics_listen).await?;
+        for (name, proxy) in &settings.proxies {
+            let listener = TcpListener::bind(proxy.listen).await.map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("proxies.{name}.listen = {}: {e}", proxy.listen),
+                )
+            })?;
+            listeners.proxies.push((name.clone(), listener));
+        }
+        Ok(listeners)
     }
 
     pub fn http_addr(&self) -> io::Result<SocketAddr> {
@@ -106,50 +204,126 @@ impl Listeners {
     pub fn metrics_addr(&self) -> io::Result<SocketAddr> {
         self.metrics.local_addr()
     }
+
+    /// The bound address of the proxy `name`'s listener.
+    pub fn proxy_addr(&self, name: &str) -> io::Result<SocketAddr> {
+        self.proxies
+            .iter()
+            .find(|(n, _)| n == name)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no proxy {name:?}")))?
+            .1
+            .local_addr()
+    }
 }
 
 /// Serves until `shutdown` resolves, then drains in-flight requests for up to
 /// `server.shutdown_timeout` and returns.
 pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Output = ()>) {
-    let header_timeout = app.settings.server.header_read_timeout.0;
     let drain = app.settings.server.shutdown_timeout.0;
-    let graceful = GracefulShutdown::new();
-    let webhooks = router(Arc::clone(&app));
-    let metrics = metrics_router(Arc::clone(&app));
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let (stream, router) = tokio::select! {
-            accepted = listeners.http.accept() => (accepted, &webhooks),
-            accepted = listeners.metrics.accept() => (accepted, &metrics),
-            () = &mut shutdown => break,
-        };
-        let stream = match stream {
-            Ok((stream, _)) => stream,
-            Err(error) => {
-                // Out of file descriptors and the like: back off instead of spinning.
-                tracing::warn!(message = "Accept failed.", %error);
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
+    // Only the webhook listener's refusals are counted: `/metrics` is not a webhook route, and
+    // a proxy counts its own requests.
+    let mut served = vec![
+        (listeners.http, router(Arc::clone(&app)), true),
+        (listeners.metrics, metrics_router(Arc::clone(&app)), false),
+    ];
+    for (name, listener) in listeners.proxies {
+        match app.proxy(&name) {
+            Some(proxy) => {
+                let router = proxy_router(Arc::clone(&app), Arc::clone(proxy));
+                served.push((listener, router, false));
             }
-        };
-        let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
-        let connection = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(header_timeout)
-            .serve_connection(TokioIo::new(stream), service);
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
+            None => tracing::warn!(
+                message = "No proxy of this name; its listener is closed.",
+                proxy = name
+            ),
+        }
     }
-    drop(listeners);
+    let graceful = Arc::new(GracefulShutdown::new());
+    let (stop, stopped) = watch::channel(false);
+    let mut loops = tokio::task::JoinSet::new();
+    for (listener, router, count_refused) in served {
+        let graceful = Arc::clone(&graceful);
+        let served = Served {
+            router,
+            count_refused,
+        };
+        loops.spawn(accept_loop(
+            Arc::clone(&app),
+            listener,
+            served,
+            graceful,
+            stopped.clone(),
+        ));
+    }
+    shutdown.await;
+    // Stop accepting on every listener before draining, so that no connection is watched late.
+    let _ = stop.send(true);
+    while loops.join_next().await.is_some() {}
     tracing::info!(message = "Shutting down: draining in-flight requests.", timeout = ?drain);
-    if tokio::time::timeout(drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    // Every accept loop has ended and dropped its handle, so this is the last one.
+    let drained = match Arc::try_unwrap(graceful) {
+        Ok(graceful) => tokio::time::timeout(drain, graceful.shutdown())
+            .await
+            .is_ok(),
+        Err(_) => false,
+    };
+    if !drained {
         tracing::warn!(message = "Shutdown timeout reached with requests still in flight.");
+    }
+}
+
+/// What one listener serves: its router, and whether the requests hyper refuses on it are counted.
+struct Served {
+    router: Router,
+    count_refused: bool,
+}
+
+/// Accepts connections on one listener until `stopped` turns true, serving each with its router;
+/// the peer's address reaches handlers as `ConnectInfo`.
+fn accept_loop(
+    app: Arc<App>,
+    listener: TcpListener,
+    served: Served,
+    graceful: Arc<GracefulShutdown>,
+    mut stopped: watch::Receiver<bool>,
+) -> impl Future<Output = ()> + Send + 'static {
+    let header_timeout = app.settings.server.header_read_timeout.0;
+    async move {
+        loop {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                _ = stopped.wait_for(|stop| *stop) => return,
+            };
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(message = "Accept failed.", %error);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let service = served.router.clone().map_request(
+                move |mut request: Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(ConnectInfo(peer));
+                    request
+                },
+            );
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+            let connection = graceful.watch(connection);
+            let counted = served.count_refused.then(|| Arc::clone(&app));
+            tokio::spawn(async move {
+                if let (Err(error), Some(app)) = (connection.await, counted) {
+                    if let Some(status) = refused_status(&error) {
+                        app.ingest.refused(None, status);
+                    }
+                }
+            });
+        }
     }
 }
 

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ByteSize, ConfigError, HumanDuration};
+use super::{ByteSize, ConfigError, HumanDuration, ABOVE_ZERO, MAX_TIMEOUT};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -14,11 +14,20 @@ pub struct ServerSettings {
     /// `GET /metrics`.
     pub metrics_listen: SocketAddr,
     pub body_limit: ByteSize,
+    /// Upper bound on receiving a request's body, from its headers on; a body still incomplete
+    /// then is answered 408. It is short and separate from `request_timeout` so that a client
+    /// that trickles its body cannot hold a connection, or the daemon's attention, for long.
+    pub body_read_timeout: HumanDuration,
+    /// Bytes of request bodies held in memory at once, over all connections; a body that would
+    /// go over it gets 503. Capacity is taken by the bytes a client has sent, not by the bytes it
+    /// declared, so stalled bodies hold next to nothing.
+    pub body_memory_limit: ByteSize,
     /// Upper bound on handling one request, from its headers to the response.
     pub request_timeout: HumanDuration,
     /// Upper bound on receiving a request's headers; a slow client is disconnected after it.
     pub header_read_timeout: HumanDuration,
-    /// Requests handled at once; beyond it new requests get 503 + `Retry-After`.
+    /// Requests handled at once once their body is in; beyond it new requests get 503 +
+    /// `Retry-After`.
     pub max_in_flight: usize,
     /// How long SIGTERM waits for in-flight requests before exiting.
     pub shutdown_timeout: HumanDuration,
@@ -32,6 +41,8 @@ impl Default for ServerSettings {
             listen: ([0, 0, 0, 0], 8080).into(),
             metrics_listen: ([0, 0, 0, 0], 9090).into(),
             body_limit: ByteSize(1 << 20),
+            body_read_timeout: secs(5),
+            body_memory_limit: ByteSize(256 << 20),
             request_timeout: secs(10),
             header_read_timeout: secs(5),
             max_in_flight: 1024,
@@ -92,28 +103,15 @@ impl Default for StoreSettings {
     }
 }
 
-/// A Redis or NATS URL whose password is never printed.
+/// A Redis or NATS URL whose credentials are never printed (see [`super::redact_url`]).
 #[derive(Clone, Deserialize)]
 #[serde(transparent)]
 pub struct ServiceUrl(pub String);
 
 impl ServiceUrl {
-    /// The URL with any password replaced by `[redacted]`.
+    /// The URL with its userinfo and credential parameters replaced by `[redacted]`.
     pub fn redacted(&self) -> String {
-        let url = &self.0;
-        match (url.find("://"), url.rfind('@')) {
-            (Some(scheme_end), Some(at)) if at > scheme_end => {
-                let userinfo = &url[scheme_end + 3..at];
-                let user = userinfo.split(':').next().unwrap_or("");
-                let shown = if userinfo.contains(':') {
-                    format!("{user}:[redacted]")
-                } else {
-                    "[redacted]".to_owned()
-                };
-                format!("{}{}{}", &url[..scheme_end + 3], shown, &url[at..])
-            }
-            _ => url.clone(),
-        }
+        super::redact_url(&self.0)
     }
 }
 
@@ -141,29 +139,43 @@ impl ServerSettings {
                 "must be above zero",
             ));
         }
+        if self.body_memory_limit.0 < self.body_limit.0 {
+            return Err(ConfigError::invalid(
+                "server.body_memory_limit",
+                "must be at least server.body_limit, or a body of the largest allowed size could \
+                 never be read",
+            ));
+        }
         if self.max_in_flight == 0 {
             return Err(ConfigError::invalid(
                 "server.max_in_flight",
                 "must be above zero",
             ));
         }
+        // A timeout beyond an hour protects nothing, and a huge one overflows the deadline
+        // arithmetic of the timers that enforce it.
         for (key, value) in [
             ("server.request_timeout", self.request_timeout),
             ("server.header_read_timeout", self.header_read_timeout),
+            ("server.body_read_timeout", self.body_read_timeout),
         ] {
-            if value.0.is_zero() {
-                return Err(ConfigError::invalid(key, "must be above zero"));
-            }
+            value.check(key, ABOVE_ZERO, MAX_TIMEOUT)?;
         }
+        self.shutdown_timeout.check(
+            "server.shutdown_timeout",
+            std::time::Duration::ZERO,
+            MAX_TIMEOUT,
+        )?;
         Ok(())
     }
 }
 
 impl StoreSettings {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if self.timeout.0.is_zero() {
-            return Err(ConfigError::invalid("store.timeout", "must be above zero"));
-        }
+        // The connection is given four times store.timeout to come up: a bound keeps that
+        // product, and every deadline built from it, from overflowing.
+        self.timeout
+            .check("store.timeout", ABOVE_ZERO, MAX_TIMEOUT)?;
         if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}']) {
             return Err(ConfigError::invalid(
                 "store.key_prefix",
@@ -184,7 +196,7 @@ impl StoreSettings {
             {
                 return Err(ConfigError::invalid(
                     "store.redis_url",
-                    "must start with redis://, rediss:// or unix://",
+                    "must start with redis://, rediss://, redis+unix:// or unix://",
                 ));
             }
             _ => {}

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 pub use hookonce::app::{App, StartError};
 use hookonce::config::{
-    ServerSettings, ServiceUrl, Settings, SinkKind, SinkSettings, SourceSettings, StoreBackend,
-    StoreSettings,
+    ProxySettings, ServerSettings, ServiceUrl, Settings, SinkKind, SinkSettings, SourceSettings,
+    StoreBackend, StoreSettings,
 };
 use hookonce::server::{self, Listeners};
 use hookonce::webhooks::providers::{self, Provider, SignOptions};
@@ -29,6 +29,8 @@ pub struct TestApp {
     pub app: Arc<App>,
     pub addr: SocketAddr,
     pub metrics_addr: SocketAddr,
+    /// Each configured proxy's bound listener, by name.
+    pub proxy_addrs: std::collections::BTreeMap<String, SocketAddr>,
     pub client: reqwest::Client,
     pub redis: Option<RedisServer>,
     pub sink_file: Option<PathBuf>,
@@ -87,6 +89,7 @@ impl Builder {
             },
             sink,
             sources: settings::default_sources(),
+            proxies: Default::default(),
         };
         Self {
             backend,
@@ -106,6 +109,12 @@ impl Builder {
     /// Adds (or replaces) a source.
     pub fn source(mut self, name: &str, source: SourceSettings) -> Self {
         self.settings.sources.insert(name.to_owned(), source);
+        self
+    }
+
+    /// Adds (or replaces) an Idempotency-Key proxy.
+    pub fn proxy(mut self, name: &str, proxy: ProxySettings) -> Self {
+        self.settings.proxies.insert(name.to_owned(), proxy);
         self
     }
 
@@ -174,11 +183,14 @@ impl TestApp {
         sink_file: Option<PathBuf>,
         dir: tempfile::TempDir,
     ) -> Self {
-        let listeners = Listeners::bind(settings.server.listen, settings.server.metrics_listen)
-            .await
-            .unwrap();
+        let listeners = Listeners::bind_for(&settings).await.unwrap();
         let addr = listeners.http_addr().unwrap();
         let metrics_addr = listeners.metrics_addr().unwrap();
+        let proxy_addrs = settings
+            .proxies
+            .keys()
+            .map(|name| (name.clone(), listeners.proxy_addr(name).unwrap()))
+            .collect();
         let app = Arc::new(App::build(settings).await.expect("app starts"));
         app.spawn_background_tasks();
         let (shutdown, signal) = oneshot::channel::<()>();
@@ -189,6 +201,7 @@ impl TestApp {
             app,
             addr,
             metrics_addr,
+            proxy_addrs,
             client: reqwest::Client::new(),
             redis,
             sink_file,

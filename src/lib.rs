@@ -26,6 +26,8 @@ pub mod forward;
 pub mod ledger;
 pub mod metrics;
 pub mod outcome;
+#[cfg(test)]
+mod property;
 pub mod server;
 pub mod sinks;
 pub mod store;

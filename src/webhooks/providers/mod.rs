@@ -36,6 +36,8 @@ mod gitlab;
 mod linear;
 mod paddle;
 mod params;
+#[cfg(test)]
+mod property_tests;
 mod registry;
 mod secrets;
 mod shopify;

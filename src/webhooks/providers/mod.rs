@@ -37,6 +37,8 @@ mod linear;
 mod paddle;
 mod params;
 #[cfg(test)]
+mod property_schemes;
+#[cfg(test)]
 mod property_tests;
 mod registry;
 mod secrets;

@@ -1,4 +1,5 @@
-//! Property tests of the providers' shared parsers: `key=value` headers, splices, JSON pointers.
+//! Property tests of the providers' shared parsers (`key=value` headers, splices, JSON pointers)
+//! and of building a provider from any source settings.
 //!
 //! Each parser must survive any input, and read back exactly what a well-formed input says: the
 //! header's timestamp and every signature, the member a splice set with every other byte kept,
@@ -179,6 +180,34 @@ fn property_a_pointer_finds_the_value_whatever_its_keys_hold() {
         };
         let found = pointer.text(&document);
         prop_assert_eq!(found.as_deref(), Some(expected.as_str()));
+        Ok(())
+    });
+}
+
+#[test]
+fn property_every_provider_builds_or_refuses_any_source_settings() {
+    let key = prop::sample::select(super::generic::KEYS.to_vec());
+    let text = prop_oneof![
+        "[ -~]{0,16}",
+        prop::sample::select(vec!["{body}", "{id}{body}", "/id", "sha512", "hex", "5m"])
+            .prop_map(str::to_owned),
+    ];
+    let names: Vec<&str> = super::names().collect();
+    let strategy = (
+        prop::sample::select(names),
+        vec("[ -~]{1,20}", 0..3),
+        vec((key, text), 0..5),
+    );
+    check(512, strategy, |(provider, secrets, keys)| {
+        let mut settings = json!({ "provider": provider, "secrets": secrets });
+        for (key, value) in keys {
+            settings[key] = json!(value);
+        }
+        // Secrets written `env:…` or `file:…` are resolved while deserializing; any other text
+        // is a literal.
+        if let Ok(settings) = serde_json::from_value(settings) {
+            let _ = super::build("s", &settings);
+        }
         Ok(())
     });
 }

@@ -4,6 +4,7 @@
 mod behaviour;
 mod cli;
 mod crash;
+mod hostile_config;
 mod providers;
 mod redis_store;
 mod server;

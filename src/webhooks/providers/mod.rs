@@ -39,6 +39,8 @@ mod linear;
 mod paddle;
 mod params;
 #[cfg(test)]
+mod property_mutations;
+#[cfg(test)]
 mod property_parsers;
 #[cfg(test)]
 mod property_reframe;

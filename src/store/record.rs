@@ -138,3 +138,43 @@ mod tests {
         assert_eq!(Record::parse("p abc fp soon"), None);
     }
 }
+
+#[cfg(test)]
+mod property_tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::property::check;
+
+    #[test]
+    fn property_records_never_panic_and_round_trip() {
+        check(1024, ".{0,60}", |text| {
+            let _ = Record::parse(&text).map(|record| record.fingerprint());
+            Ok(())
+        });
+        // Acknowledgements are entry IDs (`1-0`) or sink answers (`http:200`, `nats:…`): never
+        // a lone `p`, which would read as the start of a processing record.
+        let ack = "[!-~]{1,30}".prop_filter("not p", |ack| ack != "p");
+        let fingerprint = "[A-Za-z0-9+/]{10}";
+        check(512, (ack, fingerprint), |(ack, fingerprint)| {
+            let record = done(&ack, &fingerprint);
+            let expected = Record::Done {
+                ack: &ack,
+                fingerprint: &fingerprint,
+            };
+            prop_assert_eq!(Record::parse(&record), Some(expected));
+            Ok(())
+        });
+        let strategy = ("[!-~]{1,40}", fingerprint, any::<u64>());
+        check(512, strategy, |(token, fingerprint, deadline_ms)| {
+            let record = processing(&token, &fingerprint, deadline_ms);
+            let expected = Record::Processing {
+                token: &token,
+                fingerprint: &fingerprint,
+                deadline_ms,
+            };
+            prop_assert_eq!(Record::parse(&record), Some(expected));
+            Ok(())
+        });
+    }
+}

@@ -178,20 +178,20 @@ impl Settings {
         for (name, source) in &self.sources {
             validate_name("sources", name)?;
             source.validate(name)?;
-            // Within the source's slot, a stream named like a dedup record would be overwritten
-            // by the record of that event ID (or refuse it with WRONGTYPE).
-            let records = format!("{}:{{{name}}}:d:", self.store.key_prefix);
-            if source
-                .stream
-                .as_ref()
-                .is_some_and(|s| s.starts_with(&records))
-            {
-                return Err(ConfigError::invalid(
-                    format!("sources.{name}.stream"),
-                    format!(
-                        "must not start with {records:?}, where the source's dedup records live"
-                    ),
-                ));
+            // Within the source's slot, a stream named like a dedup record (`:d:`) or a body
+            // record (`:b:`) would be overwritten by such a record (or refuse it with WRONGTYPE).
+            for kind in ["d", "b"] {
+                let records = format!("{}:{{{name}}}:{kind}:", self.store.key_prefix);
+                if source
+                    .stream
+                    .as_ref()
+                    .is_some_and(|s| s.starts_with(&records))
+                {
+                    return Err(ConfigError::invalid(
+                        format!("sources.{name}.stream"),
+                        format!("must not start with {records:?}, where the source's records live"),
+                    ));
+                }
             }
         }
         self.validate_proxies()

@@ -78,6 +78,25 @@ fn configuration_errors_name_the_key_and_exit_non_zero() {
         ("", &[("HOOKONCE__STORE__WAIT_REPLICAS", "1")], "store.wait_replicas"),
         ("[sink]\nkind = \"redis_stream\"\n", &[("HOOKONCE__STORE__BACKEND", "redis"), ("HOOKONCE__STORE__WAIT_REPLICAS", "1"), ("HOOKONCE__STORE__WAIT_TIMEOUT", "0s")], "store.wait_timeout"),
         ("[sink]\nkind = \"redis_stream\"\n", &[("HOOKONCE__STORE__BACKEND", "redis"), ("HOOKONCE__STORE__WAIT_REPLICAS", "1"), ("HOOKONCE__STORE__WAIT_TIMEOUT", "1s")], "store.wait_timeout"),
+        // Idempotency-Key proxies: every key is checked and named.
+        ("[proxies.api]\nlisten = \"127.0.0.1:0\"\n", &[], "proxies.api.upstream"),
+        ("[proxies.api]\nupstream = \"orders:3000\"\n", &[], "proxies.api.upstream"),
+        ("[proxies.api]\nupstream = \"ftp://orders\"\n", &[], "proxies.api.upstream"),
+        ("[proxies.api]\nupstream = \"http://orders?x=1\"\n", &[], "proxies.api.upstream"),
+        ("[proxies.api]\nupstream = \"http://o\"\nlease = \"5s\"\nupstream_timeout = \"10s\"\n", &[], "proxies.api.lease"),
+        ("[proxies.api]\nupstream = \"http://o\"\nttl = \"500ms\"\n", &[], "proxies.api.ttl"),
+        ("[proxies.api]\nupstream = \"http://o\"\nlease = \"900ms\"\nupstream_timeout = \"500ms\"\n", &[], "proxies.api.lease"),
+        ("[proxies.api]\nupstream = \"http://o\"\nmethods = [\"post\"]\n", &[], "proxies.api.methods"),
+        ("[proxies.api]\nupstream = \"http://o\"\nmethods = [\"PO ST\"]\n", &[], "proxies.api.methods"),
+        ("[proxies.api]\nupstream = \"http://o\"\nroutes = [\"v1/orders\"]\n", &[], "proxies.api.routes"),
+        ("[proxies.api]\nupstream = \"http://o\"\nroutes = [\"/v1/ord*\"]\n", &[], "proxies.api.routes"),
+        ("[proxies.api]\nupstream = \"http://o\"\nscope_headers = [\"a b\"]\n", &[], "proxies.api.scope_headers"),
+        ("[proxies.api]\nupstream = \"http://o\"\nretry_statuses = [42]\n", &[], "proxies.api.retry_statuses"),
+        ("[proxies.api]\nupstream = \"http://o\"\nmax_stored_body = \"lots\"\n", &[], "proxies.api.max_stored_body"),
+        ("[proxies.api]\nupstream = \"http://o\"\nwait = \"forever\"\n", &[], "proxies.api.wait"),
+        ("[proxies.api]\nupstream = \"http://o\"\nrequire_keys = true\n", &[], "require_keys"),
+        ("[proxies.Api]\nupstream = \"http://o\"\n", &[], "proxies.Api"),
+        ("[server]\nlisten = \"127.0.0.1:7001\"\n[proxies.api]\nupstream = \"http://o\"\nlisten = \"127.0.0.1:7001\"\n", &[], "proxies.api.listen"),
     ];
     for (extra, env, key) in cases {
         let sink = if extra.starts_with("[sink]") {

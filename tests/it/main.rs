@@ -5,6 +5,7 @@ mod behaviour;
 mod cli;
 mod crash;
 mod providers;
+mod proxy;
 mod redis_store;
 mod server;
 mod support;

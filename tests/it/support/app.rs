@@ -1,14 +1,16 @@
 //! `TestApp`: one daemon in this process on ephemeral loopback ports, over a real redis-server or
-//! the memory store, built from typed settings by [`TestApp::builder`].
+//! the memory store, built from typed settings by [`TestApp::builder`]; with Idempotency-Key
+//! proxies (each on its own ephemeral port) when the builder adds them.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use hookonce::app::{App, StartError};
 use hookonce::config::{
-    ServerSettings, ServiceUrl, Settings, SinkKind, SinkSettings, SourceSettings, StoreBackend,
-    StoreSettings,
+    ProxySettings, ServerSettings, ServiceUrl, Settings, SinkKind, SinkSettings, SourceSettings,
+    StoreBackend, StoreSettings,
 };
 use hookonce::server::{self, Listeners};
 use hookonce::webhooks::providers::{self, Provider, SignOptions};
@@ -29,6 +31,8 @@ pub struct TestApp {
     pub app: Arc<App>,
     pub addr: SocketAddr,
     pub metrics_addr: SocketAddr,
+    /// Each proxy's bound listener, by name.
+    pub proxy_addrs: BTreeMap<String, SocketAddr>,
     pub client: reqwest::Client,
     pub redis: Option<RedisServer>,
     pub sink_file: Option<PathBuf>,
@@ -87,6 +91,7 @@ impl Builder {
             },
             sink,
             sources: settings::default_sources(),
+            proxies: BTreeMap::new(),
         };
         Self {
             backend,
@@ -106,6 +111,20 @@ impl Builder {
     /// Adds (or replaces) a source.
     pub fn source(mut self, name: &str, source: SourceSettings) -> Self {
         self.settings.sources.insert(name.to_owned(), source);
+        self
+    }
+
+    /// Adds (or replaces) an Idempotency-Key proxy, listening on an ephemeral loopback port
+    /// whatever `proxy.listen` says.
+    pub fn proxy(mut self, name: &str, mut proxy: ProxySettings) -> Self {
+        proxy.listen = ([127, 0, 0, 1], 0).into();
+        self.settings.proxies.insert(name.to_owned(), proxy);
+        self
+    }
+
+    /// Removes the default webhook sources (a configuration with only proxies).
+    pub fn without_sources(mut self) -> Self {
+        self.settings.sources.clear();
         self
     }
 
@@ -174,11 +193,14 @@ impl TestApp {
         sink_file: Option<PathBuf>,
         dir: tempfile::TempDir,
     ) -> Self {
-        let listeners = Listeners::bind(settings.server.listen, settings.server.metrics_listen)
-            .await
-            .unwrap();
+        let listeners = Listeners::bind_for(&settings).await.unwrap();
         let addr = listeners.http_addr().unwrap();
         let metrics_addr = listeners.metrics_addr().unwrap();
+        let proxy_addrs = settings
+            .proxies
+            .keys()
+            .map(|name| (name.clone(), listeners.proxy_addr(name).unwrap()))
+            .collect();
         let app = Arc::new(App::build(settings).await.expect("app starts"));
         app.spawn_background_tasks();
         let (shutdown, signal) = oneshot::channel::<()>();
@@ -189,6 +211,7 @@ impl TestApp {
             app,
             addr,
             metrics_addr,
+            proxy_addrs,
             client: reqwest::Client::new(),
             redis,
             sink_file,
@@ -200,6 +223,15 @@ impl TestApp {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
+    }
+
+    /// The URL of `path` on the proxy `name`'s listener.
+    pub fn proxy_url(&self, name: &str, path: &str) -> String {
+        let addr = self
+            .proxy_addrs
+            .get(name)
+            .unwrap_or_else(|| panic!("no proxy {name:?} configured"));
+        format!("http://{addr}{path}")
     }
 
     /// The provider a configured source verifies with.

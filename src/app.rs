@@ -1,7 +1,8 @@
 //! Wiring: turns validated settings into a ready application, as a short list of parts.
 //!
 //! Each part chooses its own implementation from the settings in its own module
-//! (`store::connect`, `ledger::build`, `forward::build`, `Ingest::build`); this file only orders
+//! (`store::connect`, `ledger::build`, `forward::build`, `Ingest::build`, `Proxy::build` per
+//! `[proxies.NAME]`); this file only orders
 //! them and owns what lives as long as the application: metrics, admission and background tasks.
 
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use crate::config::{ConfigError, Settings, SinkKind};
 use crate::forward;
 use crate::ledger::{self, Ledger};
 use crate::metrics::Metrics;
+use crate::proxy::Proxy;
 use crate::store::{self, RedisStartError, RedisStore};
 use crate::webhooks::{self, Ingest};
 
@@ -26,6 +28,8 @@ pub struct App {
     pub ledger: Arc<dyn Ledger>,
     /// The Redis connection, when that is the store (the stream-length sampler uses it).
     pub redis: Option<RedisStore>,
+    /// The Idempotency-Key proxies, in name order; they share the ledger.
+    pub proxies: Vec<Arc<Proxy>>,
 }
 
 /// Why the daemon cannot start.
@@ -55,7 +59,14 @@ impl App {
         let forwarder =
             forward::build(&settings, redis.as_ref(), Arc::clone(&ledger), &metrics).await?;
         let ingest = Ingest::build(&settings, forwarder, &metrics)?;
+        let proxies = settings
+            .proxies
+            .keys()
+            .filter_map(|name| Proxy::build(name, &settings, Arc::clone(&ledger), &metrics))
+            .map(Arc::new)
+            .collect();
         Ok(Self {
+            proxies,
             in_flight: Arc::new(Semaphore::new(settings.server.max_in_flight)),
             settings,
             ingest,
@@ -63,6 +74,11 @@ impl App {
             ledger,
             redis,
         })
+    }
+
+    /// The proxy configured as `[proxies.<name>]`.
+    pub fn proxy(&self, name: &str) -> Option<&Arc<Proxy>> {
+        self.proxies.iter().find(|p| p.name() == name)
     }
 
     /// Live dedup records of the memory store (tests and diagnostics); `None` for Redis.
@@ -78,7 +94,7 @@ impl App {
 
     /// Every 5 s: drains recorded histogram samples into their buckets (without it, samples pile
     /// up in memory until `/metrics` is scraped, and an unscraped daemon grows without bound), and
-    /// refreshes `hookonce_ready`, which stays visible to Prometheus when the pod is taken out of
+    /// refreshes the proxies' stuck-claim gauges and `hookonce_ready`, which stays visible to Prometheus when the pod is taken out of
     /// service and the provider's 503s never reach hookonce.
     fn spawn_metrics_upkeep(self: &Arc<Self>) {
         let app = Arc::downgrade(self);
@@ -90,6 +106,9 @@ impl App {
                     return;
                 };
                 app.metrics.run_upkeep();
+                for proxy in &app.proxies {
+                    proxy.refresh_gauges();
+                }
                 app.check_ready().await;
             }
         });

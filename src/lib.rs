@@ -13,6 +13,8 @@
 //! - [`forward`]: the exactly-once seam. `Forwarder::forward` deduplicates one verified event and
 //!   puts it in the queue: atomically in Redis (one Lua script), or in two phases through the
 //!   ledger and a sink.
+//! - [`proxy`]: the Idempotency-Key proxy: a reverse proxy that executes each keyed API request
+//!   once and replays its response to retries, through the same ledger.
 //! - [`ledger`]: claim / complete / release with a lease and a token, in Redis or in process.
 //! - [`store`]: the Redis connection and script calls, and the record formats.
 //! - [`sinks`]: where two-phase mode publishes: stdout, a file, NATS JetStream, HTTP.
@@ -26,6 +28,7 @@ pub mod forward;
 pub mod ledger;
 pub mod metrics;
 pub mod outcome;
+pub mod proxy;
 pub mod server;
 pub mod sinks;
 pub mod store;

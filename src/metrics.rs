@@ -13,7 +13,7 @@ use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
 
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, ProxyOutcome};
 
 pub const EVENTS_TOTAL: &str = "hookonce_events_total";
 pub const DUPLICATE_HITS_TOTAL: &str = "hookonce_duplicate_hits_total";
@@ -26,6 +26,22 @@ pub const REQUESTS_IN_FLIGHT: &str = "hookonce_requests_in_flight";
 pub const LEASE_RECLAIMS_TOTAL: &str = "hookonce_lease_reclaims_total";
 pub const STREAM_LENGTH: &str = "hookonce_stream_length";
 pub const READY: &str = "hookonce_ready";
+pub const PROXY_REQUESTS_TOTAL: &str = "hookonce_proxy_requests_total";
+pub const PROXY_DURATION_SECONDS: &str = "hookonce_proxy_duration_seconds";
+pub const PROXY_UPSTREAM_DURATION_SECONDS: &str = "hookonce_proxy_upstream_duration_seconds";
+pub const PROXY_CLAIMS_HELD: &str = "hookonce_proxy_claims_held";
+pub const PROXY_OLDEST_CLAIM_SECONDS: &str = "hookonce_proxy_oldest_claim_seconds";
+pub const PROXY_LEASE_TAKEOVERS_TOTAL: &str = "hookonce_proxy_lease_takeovers_total";
+
+/// Metric names that are gauges (the others are counters or, ending in `_seconds`, histograms).
+const GAUGES: [&str; 6] = [
+    BUILD_INFO,
+    REQUESTS_IN_FLIGHT,
+    STREAM_LENGTH,
+    READY,
+    PROXY_CLAIMS_HELD,
+    PROXY_OLDEST_CLAIM_SECONDS,
+];
 
 /// Label value for requests whose source is not configured.
 pub const UNKNOWN_SOURCE: &str = "_unknown";
@@ -75,7 +91,7 @@ impl Metrics {
     }
 
     fn describe(&self) {
-        let help: [(&'static str, Unit, &'static str); 11] = [
+        let help: [(&'static str, Unit, &'static str); 17] = [
             (EVENTS_TOTAL, Unit::Count, "Events by source and outcome."),
             (
                 DUPLICATE_HITS_TOTAL,
@@ -123,17 +139,45 @@ impl Metrics {
                 Unit::Count,
                 "1 while the store and sink answer readiness checks, else 0.",
             ),
+            (
+                PROXY_REQUESTS_TOTAL,
+                Unit::Count,
+                "Idempotency-Key proxy requests by proxy and outcome.",
+            ),
+            (
+                PROXY_DURATION_SECONDS,
+                Unit::Seconds,
+                "Idempotency-Key proxy request latency by outcome.",
+            ),
+            (
+                PROXY_UPSTREAM_DURATION_SECONDS,
+                Unit::Seconds,
+                "Latency of the upstream exchange of proxied requests.",
+            ),
+            (
+                PROXY_CLAIMS_HELD,
+                Unit::Count,
+                "Idempotency keys this process is executing now (processing claims it holds).",
+            ),
+            (
+                PROXY_OLDEST_CLAIM_SECONDS,
+                Unit::Count,
+                "Age of the oldest processing claim this process holds; 0 when none (sampled).",
+            ),
+            (
+                PROXY_LEASE_TAKEOVERS_TOTAL,
+                Unit::Count,
+                "Claims taken over after their lease expired (the proxy holding them died).",
+            ),
         ];
         for (name, unit, text) in help {
             let name = KeyName::from_const_str(name);
             let text = SharedString::const_str(text);
             match unit {
-                Unit::Seconds => self.recorder.describe_histogram(name, Some(unit), text),
-                _ if [BUILD_INFO, REQUESTS_IN_FLIGHT, STREAM_LENGTH, READY]
-                    .contains(&name.as_str()) =>
-                {
+                _ if GAUGES.contains(&name.as_str()) => {
                     self.recorder.describe_gauge(name, None, text)
                 }
+                Unit::Seconds => self.recorder.describe_histogram(name, Some(unit), text),
                 _ => self.recorder.describe_counter(name, None, text),
             }
         }
@@ -196,6 +240,22 @@ impl Metrics {
         }
     }
 
+    /// Handles for one Idempotency-Key proxy.
+    pub fn proxy(&self, proxy: &str) -> ProxyMetrics {
+        let label = || Label::new("proxy", proxy.to_owned());
+        let with_outcome = |o: ProxyOutcome| vec![label(), Label::new("outcome", o.label())];
+        ProxyMetrics {
+            requests: ProxyOutcome::ALL
+                .map(|o| self.counter(PROXY_REQUESTS_TOTAL, with_outcome(o))),
+            durations: ProxyOutcome::ALL
+                .map(|o| self.histogram(PROXY_DURATION_SECONDS, with_outcome(o))),
+            upstream: self.histogram(PROXY_UPSTREAM_DURATION_SECONDS, vec![label()]),
+            claims_held: self.gauge(PROXY_CLAIMS_HELD, vec![label()]),
+            oldest_claim: self.gauge(PROXY_OLDEST_CLAIM_SECONDS, vec![label()]),
+            lease_takeovers: self.counter(PROXY_LEASE_TAKEOVERS_TOTAL, vec![label()]),
+        }
+    }
+
     /// The sampled length of one Redis Stream.
     pub fn stream_length(&self, stream: &str) -> Gauge {
         self.gauge(STREAM_LENGTH, vec![Label::new("stream", stream.to_owned())])
@@ -255,5 +315,31 @@ impl SourceMetrics {
                 )
                 .increment(1),
         }
+    }
+}
+
+/// Pre-registered handles for one Idempotency-Key proxy.
+pub struct ProxyMetrics {
+    requests: [Counter; ProxyOutcome::ALL.len()],
+    durations: [Histogram; ProxyOutcome::ALL.len()],
+    /// The upstream exchange of every proxied request, matched or passed through.
+    pub upstream: Histogram,
+    /// Claims this process holds now.
+    pub claims_held: Gauge,
+    /// Age in seconds of the oldest claim this process holds (0 when none).
+    pub oldest_claim: Gauge,
+    lease_takeovers: Counter,
+}
+
+impl ProxyMetrics {
+    /// Counts one finished request.
+    pub fn request(&self, outcome: ProxyOutcome, seconds: f64) {
+        self.requests[outcome.index()].increment(1);
+        self.durations[outcome.index()].record(seconds);
+    }
+
+    /// Counts a claim taken over after its lease expired.
+    pub fn lease_taken_over(&self) {
+        self.lease_takeovers.increment(1);
     }
 }

@@ -70,3 +70,64 @@ impl Outcome {
         }
     }
 }
+
+/// What happened to one request on an Idempotency-Key proxy (docs/design.md,
+/// "Idempotency-Key proxy"): the `outcome` label of the `hookonce_proxy_*` metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProxyOutcome {
+    /// The upstream ran the request and its response was stored.
+    Executed,
+    /// A stored response was answered again (also after waiting for the first).
+    Replayed,
+    /// Another request with this key is being executed: 409.
+    InFlight,
+    /// The key was used with another payload: 422.
+    KeyReused,
+    /// A key is required and none was sent: 400.
+    MissingKey,
+    /// The key header is present but not a valid key: 400.
+    InvalidKey,
+    /// Not subject to idempotency (method, path, or no key where none is required).
+    PassedThrough,
+    /// The upstream answered a retry status, timed out or failed: the claim was given up.
+    Released,
+    /// The store failed (or the daemon is saturated); the upstream was not called: 503.
+    Unavailable,
+    /// A keyed request whose body exceeds `server.body_limit`: 413.
+    TooLarge,
+}
+
+impl ProxyOutcome {
+    pub const ALL: [ProxyOutcome; 10] = [
+        ProxyOutcome::Executed,
+        ProxyOutcome::Replayed,
+        ProxyOutcome::InFlight,
+        ProxyOutcome::KeyReused,
+        ProxyOutcome::MissingKey,
+        ProxyOutcome::InvalidKey,
+        ProxyOutcome::PassedThrough,
+        ProxyOutcome::Released,
+        ProxyOutcome::Unavailable,
+        ProxyOutcome::TooLarge,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            ProxyOutcome::Executed => "executed",
+            ProxyOutcome::Replayed => "replayed",
+            ProxyOutcome::InFlight => "in_flight",
+            ProxyOutcome::KeyReused => "key_reused",
+            ProxyOutcome::MissingKey => "missing_key",
+            ProxyOutcome::InvalidKey => "invalid_key",
+            ProxyOutcome::PassedThrough => "passed_through",
+            ProxyOutcome::Released => "released",
+            ProxyOutcome::Unavailable => "unavailable",
+            ProxyOutcome::TooLarge => "too_large",
+        }
+    }
+
+    /// Position in `ALL`, for arrays of pre-registered metric handles.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}

@@ -3,6 +3,17 @@
 //! Connections are served by hyper directly (rather than `axum::serve`) because hyper is where a
 //! header-read timeout and a graceful, bounded drain can be set: a client that trickles its headers
 //! is cut off, and SIGTERM stops accepting, lets in-flight requests finish, then returns.
+//!
+//! Listeners: the webhook listener (`server.listen`), the metrics listener
+//! (`server.metrics_listen`) and one per Idempotency-Key proxy (`proxies.NAME.listen`), which
+//! forwards every path. Bind them first, so that port 0 resolves before serving:
+//!
+//! - [`Listeners::bind_for`]`(&settings)` binds all of them; [`Listeners::bind`]`(http, metrics)`
+//!   binds only the first two (a configuration without proxies).
+//! - [`Listeners::http_addr`], [`Listeners::metrics_addr`] and
+//!   [`Listeners::proxy_addr`]`("orders") -> io::Result<SocketAddr>` give the bound addresses.
+//! - [`run`]`(app, listeners, shutdown)` serves them all; a proxy listener without a proxy of
+//!   its name in `app` is closed with a warning.
 
 use std::future::Future;
 use std::io;
@@ -11,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
+use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -20,8 +31,12 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tower::ServiceExt;
 
 use crate::app::App;
+use crate::config::Settings;
+use crate::proxy::Proxy;
 
 /// The routes of the webhook listener.
 pub fn router(app: Arc<App>) -> Router {
@@ -51,6 +66,24 @@ async fn webhook(
     let _in_flight = scopeguard(|| app.metrics.in_flight.decrement(1.0));
     let (parts, body) = request.into_parts();
     app.ingest.handle(&source, parts.headers, body).await
+}
+
+/// The router of one proxy's listener: every method and path goes to the proxy.
+pub fn proxy_router(app: Arc<App>, proxy: Arc<Proxy>) -> Router {
+    Router::new().fallback(proxied).with_state((app, proxy))
+}
+
+async fn proxied(
+    State((app, proxy)): State<(Arc<App>, Arc<Proxy>)>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request<Body>,
+) -> Response {
+    let Ok(_permit) = app.in_flight.try_acquire() else {
+        return proxy.overloaded();
+    };
+    app.metrics.in_flight.increment(1.0);
+    let _in_flight = scopeguard(|| app.metrics.in_flight.decrement(1.0));
+    proxy.handle(request, peer).await
 }
 
 /// Runs `f` when dropped, also when the request future is cancelled.
@@ -85,18 +118,38 @@ async fn render_metrics(State(app): State<Arc<App>>) -> Response {
         .into_response()
 }
 
-/// The two bound listeners; bind first so that port 0 can be resolved before serving.
+/// The bound listeners; bind first so that port 0 can be resolved before serving.
 pub struct Listeners {
     pub http: TcpListener,
     pub metrics: TcpListener,
+    /// One per configured proxy, by name.
+    pub proxies: Vec<(String, TcpListener)>,
 }
 
 impl Listeners {
+    /// The webhook and metrics listeners only.
     pub async fn bind(http: SocketAddr, metrics: SocketAddr) -> io::Result<Self> {
         Ok(Self {
             http: TcpListener::bind(http).await?,
             metrics: TcpListener::bind(metrics).await?,
+            proxies: Vec::new(),
         })
+    }
+
+    /// Every listener `settings` names: webhooks, metrics and each proxy's.
+    pub async fn bind_for(settings: &Settings) -> io::Result<Self> {
+        let mut listeners =
+            Self::bind(settings.server.listen, settings.server.metrics_listen).await?;
+        for (name, proxy) in &settings.proxies {
+            let listener = TcpListener::bind(proxy.listen).await.map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("proxies.{name}.listen = {}: {e}", proxy.listen),
+                )
+            })?;
+            listeners.proxies.push((name.clone(), listener));
+        }
+        Ok(listeners)
     }
 
     pub fn http_addr(&self) -> io::Result<SocketAddr> {
@@ -106,50 +159,109 @@ impl Listeners {
     pub fn metrics_addr(&self) -> io::Result<SocketAddr> {
         self.metrics.local_addr()
     }
+
+    /// The bound address of the proxy `name`'s listener.
+    pub fn proxy_addr(&self, name: &str) -> io::Result<SocketAddr> {
+        self.proxies
+            .iter()
+            .find(|(n, _)| n == name)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no proxy {name:?}")))?
+            .1
+            .local_addr()
+    }
 }
 
 /// Serves until `shutdown` resolves, then drains in-flight requests for up to
 /// `server.shutdown_timeout` and returns.
 pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Output = ()>) {
-    let header_timeout = app.settings.server.header_read_timeout.0;
     let drain = app.settings.server.shutdown_timeout.0;
-    let graceful = GracefulShutdown::new();
-    let webhooks = router(Arc::clone(&app));
-    let metrics = metrics_router(Arc::clone(&app));
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let (stream, router) = tokio::select! {
-            accepted = listeners.http.accept() => (accepted, &webhooks),
-            accepted = listeners.metrics.accept() => (accepted, &metrics),
-            () = &mut shutdown => break,
-        };
-        let stream = match stream {
-            Ok((stream, _)) => stream,
-            Err(error) => {
-                // Out of file descriptors and the like: back off instead of spinning.
-                tracing::warn!(message = "Accept failed.", %error);
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
+    let mut served = vec![
+        (listeners.http, router(Arc::clone(&app))),
+        (listeners.metrics, metrics_router(Arc::clone(&app))),
+    ];
+    for (name, listener) in listeners.proxies {
+        match app.proxy(&name) {
+            Some(proxy) => {
+                served.push((listener, proxy_router(Arc::clone(&app), Arc::clone(proxy))))
             }
-        };
-        let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
-        let connection = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(header_timeout)
-            .serve_connection(TokioIo::new(stream), service);
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
+            None => tracing::warn!(
+                message = "No proxy of this name; its listener is closed.",
+                proxy = name
+            ),
+        }
     }
-    drop(listeners);
+    let graceful = Arc::new(GracefulShutdown::new());
+    let (stop, stopped) = watch::channel(false);
+    let mut loops = tokio::task::JoinSet::new();
+    for (listener, router) in served {
+        let graceful = Arc::clone(&graceful);
+        loops.spawn(accept_loop(
+            Arc::clone(&app),
+            listener,
+            router,
+            graceful,
+            stopped.clone(),
+        ));
+    }
+    shutdown.await;
+    // Stop accepting on every listener before draining, so that no connection is watched late.
+    let _ = stop.send(true);
+    while loops.join_next().await.is_some() {}
     tracing::info!(message = "Shutting down: draining in-flight requests.", timeout = ?drain);
-    if tokio::time::timeout(drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    // Every accept loop has ended and dropped its handle, so this is the last one.
+    let drained = match Arc::try_unwrap(graceful) {
+        Ok(graceful) => tokio::time::timeout(drain, graceful.shutdown())
+            .await
+            .is_ok(),
+        Err(_) => false,
+    };
+    if !drained {
         tracing::warn!(message = "Shutdown timeout reached with requests still in flight.");
+    }
+}
+
+/// Accepts connections on one listener until `stopped` turns true, serving each with `router`;
+/// the peer's address reaches handlers as `ConnectInfo`.
+fn accept_loop(
+    app: Arc<App>,
+    listener: TcpListener,
+    router: Router,
+    graceful: Arc<GracefulShutdown>,
+    mut stopped: watch::Receiver<bool>,
+) -> impl Future<Output = ()> + Send + 'static {
+    let header_timeout = app.settings.server.header_read_timeout.0;
+    async move {
+        loop {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                _ = stopped.wait_for(|stop| *stop) => return,
+            };
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(message = "Accept failed.", %error);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let service =
+                router
+                    .clone()
+                    .map_request(move |mut request: Request<hyper::body::Incoming>| {
+                        request.extensions_mut().insert(ConnectInfo(peer));
+                        request
+                    });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+            let connection = graceful.watch(connection);
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+        }
     }
 }
 

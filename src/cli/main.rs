@@ -153,7 +153,7 @@ fn serve(settings: Settings) -> anyhow::Result<ExitCode> {
                 message = "Using the in-memory store: dedup state lives in this process only and does not survive a restart. Use store.backend = \"redis\" in production."
             );
         }
-        let listeners = Listeners::bind(settings.server.listen, settings.server.metrics_listen)
+        let listeners = Listeners::bind_for(&settings)
             .await
             .context("cannot bind the listeners")?;
         let app = Arc::new(App::build(settings).await?);

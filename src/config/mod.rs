@@ -5,6 +5,7 @@
 //! imports nothing else of the crate. Checks that need another part (a provider's own keys) are
 //! that part's, run by `app::validate`.
 
+mod proxy;
 mod sections;
 mod sink;
 mod source;
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use proxy::ProxySettings;
 pub use sections::{ServerSettings, ServiceUrl, StoreBackend, StoreSettings};
 pub use sink::{SinkKind, SinkSettings};
 pub use source::SourceSettings;
@@ -32,6 +34,9 @@ pub struct Settings {
     pub sink: SinkSettings,
     #[serde(default)]
     pub sources: BTreeMap<String, SourceSettings>,
+    /// Idempotency-Key proxies, each on its own listener.
+    #[serde(default)]
+    pub proxies: BTreeMap<String, ProxySettings>,
 }
 
 /// A configuration problem, always naming the key it concerns.
@@ -143,12 +148,41 @@ impl Settings {
                 "applies to sink.kind = \"redis_stream\" only",
             ));
         }
-        if self.sources.is_empty() {
-            return Err(ConfigError::invalid("sources", "no source is configured"));
+        if self.sources.is_empty() && self.proxies.is_empty() {
+            return Err(ConfigError::invalid(
+                "sources",
+                "neither sources nor proxies are configured",
+            ));
         }
         for (name, source) in &self.sources {
-            validate_source_name(name)?;
+            validate_name("sources", name)?;
             source.validate(name)?;
+        }
+        self.validate_proxies()
+    }
+
+    fn validate_proxies(&self) -> Result<(), ConfigError> {
+        let mut taken = vec![
+            ("server.listen".to_owned(), self.server.listen),
+            (
+                "server.metrics_listen".to_owned(),
+                self.server.metrics_listen,
+            ),
+        ];
+        for (name, proxy) in &self.proxies {
+            validate_name("proxies", name)?;
+            proxy.validate(name)?;
+            let key = format!("proxies.{name}.listen");
+            // Port 0 asks the OS for a free port, so two of them never collide.
+            if proxy.listen.port() != 0 {
+                if let Some((other, _)) = taken.iter().find(|(_, addr)| *addr == proxy.listen) {
+                    return Err(ConfigError::invalid(
+                        key,
+                        format!("is the address of {other}"),
+                    ));
+                }
+            }
+            taken.push((key, proxy.listen));
         }
         Ok(())
     }
@@ -159,8 +193,8 @@ impl Settings {
     }
 }
 
-/// Source names become URL path segments, metric labels and Redis hash tags.
-fn validate_source_name(name: &str) -> Result<(), ConfigError> {
+/// Source and proxy names become URL path segments, metric labels and Redis hash tags.
+fn validate_name(section: &str, name: &str) -> Result<(), ConfigError> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name
@@ -171,8 +205,8 @@ fn validate_source_name(name: &str) -> Result<(), ConfigError> {
         Ok(())
     } else {
         Err(ConfigError::invalid(
-            format!("sources.{name}"),
-            "source names use 1-64 of a-z, 0-9, '_' and '-'",
+            format!("{section}.{name}"),
+            "names use 1-64 of a-z, 0-9, '_' and '-'",
         ))
     }
 }

@@ -6,6 +6,7 @@ mod cli;
 mod crash;
 mod providers;
 mod proxy;
+mod proxy_core;
 mod redis_store;
 mod server;
 mod support;

@@ -1,0 +1,202 @@
+//! One keyed request against the ledger: claim (waiting up to `wait` for a request in flight),
+//! execute upstream, and store or release — the states absent → processing → completed.
+//!
+//! The claim carries a lease of at least `upstream_timeout`, so it cannot expire while its
+//! request is upstream; only a claim whose process died is taken over, by compare-and-set on
+//! its token. The store failing before the claim answers 503 and never calls the upstream (fail
+//! closed); failing after the upstream answered loses only the stored copy (the client still
+//! gets the response, and a retry after the lease executes again).
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{response, Request, Response};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use super::{downstream, error_chain, failed, Ending, Keyed, Proxy, Reply};
+use crate::ledger::Claim;
+use crate::outcome::ProxyOutcome;
+use crate::proxy::response::StoredResponse;
+use crate::proxy::upstream::UpstreamError;
+use crate::store::record;
+use crate::store::StoreError;
+
+/// The longest pause between two claims of a duplicate waiting on a Redis-held key.
+const MAX_POLL: Duration = Duration::from_millis(200);
+
+/// What the upstream exchange gave, read as far as storing it needs.
+enum Exchanged {
+    /// A `retry_statuses` answer: streamed to the client as sent, the claim released.
+    Retry(Response<Incoming>),
+    /// The whole body, within `max_stored_body`.
+    Whole(response::Parts, Bytes),
+    /// Over `max_stored_body`: the body read so far followed by the rest, streamed.
+    Over(response::Parts, Body),
+}
+
+impl Proxy {
+    pub(super) async fn execute(&self, request: Keyed) -> Reply {
+        let claim = match self.claim(&request.record_key, &request.fingerprint).await {
+            Ok(claim) => claim,
+            Err(error) => {
+                return Reply::refused(ProxyOutcome::Unavailable, error_chain(&error));
+            }
+        };
+        match claim {
+            Claim::Claimed { token, reclaimed } => {
+                if reclaimed {
+                    self.metrics.lease_taken_over();
+                }
+                self.run(request, &token).await
+            }
+            Claim::Done { ack } => match StoredResponse::decode(&ack) {
+                Some(stored) => Reply {
+                    outcome: ProxyOutcome::Replayed,
+                    ending: Ending::Replay(stored),
+                    detail: None,
+                },
+                None => Reply::refused(ProxyOutcome::Unavailable, "unreadable stored response"),
+            },
+            Claim::Mismatch => Reply::refused(ProxyOutcome::KeyReused, "another payload"),
+            Claim::InFlight { .. } => Reply::refused(ProxyOutcome::InFlight, "in flight"),
+        }
+    }
+
+    /// Claims the key; while another request holds it, waits up to `wait` for it to finish
+    /// (on the memory ledger's signal, or by polling Redis with backoff) and claims again.
+    async fn claim(&self, key: &str, fingerprint: &str) -> Result<Claim, StoreError> {
+        let deadline = tokio::time::Instant::now() + self.wait;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let claim = self
+                .ledger
+                .claim(key, fingerprint, self.lease, self.ttl)
+                .await?;
+            let Claim::InFlight { wait } = claim else {
+                return Ok(claim);
+            };
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(Claim::InFlight { wait: None });
+            }
+            match wait {
+                Some(mut settled) => {
+                    let _ = tokio::time::timeout_at(deadline, settled.changed()).await;
+                }
+                None => {
+                    tokio::time::sleep(pause.min(deadline - now)).await;
+                    pause = (pause * 2).min(MAX_POLL);
+                }
+            }
+        }
+    }
+
+    /// Executes a claimed request upstream and settles the claim from the answer.
+    async fn run(&self, request: Keyed, token: &str) -> Reply {
+        let _held = self.claims.hold();
+        let Keyed {
+            record_key,
+            fingerprint,
+            mut parts,
+            body,
+            peer,
+        } = request;
+        if let Err(detail) = self.upstream.prepare(&mut parts, peer) {
+            self.release(&record_key, token).await;
+            return Reply::refused(ProxyOutcome::Unavailable, detail);
+        }
+        let started = Instant::now();
+        let timeout = self.upstream.timeout();
+        let exchange = self.exchange(Request::from_parts(parts, Body::from(body)));
+        let result = tokio::time::timeout(timeout, exchange)
+            .await
+            .unwrap_or(Err(UpstreamError::Timeout(timeout)));
+        self.metrics
+            .upstream
+            .record(started.elapsed().as_secs_f64());
+        let (parts, body, truncated) = match result {
+            Err(error) => {
+                self.release(&record_key, token).await;
+                return failed(ProxyOutcome::Released, error);
+            }
+            Ok(Exchanged::Retry(response)) => {
+                self.release(&record_key, token).await;
+                let response = downstream(response.map(Body::new));
+                let detail = format!("upstream answered {}", response.status().as_u16());
+                return Reply {
+                    outcome: ProxyOutcome::Released,
+                    ending: Ending::Upstream(response),
+                    detail: Some(detail),
+                };
+            }
+            Ok(Exchanged::Whole(parts, bytes)) => (parts, Body::from(bytes.clone()), Some(bytes)),
+            Ok(Exchanged::Over(parts, body)) => (parts, body, None),
+        };
+        let stored = StoredResponse::new(
+            parts.status,
+            &parts.headers,
+            truncated.clone().unwrap_or_default(),
+            truncated.is_none(),
+        );
+        let detail = self
+            .complete(&record_key, token, &fingerprint, &stored)
+            .await;
+        Reply {
+            outcome: ProxyOutcome::Executed,
+            ending: Ending::Upstream(downstream(Response::from_parts(parts, body))),
+            detail,
+        }
+    }
+
+    /// Sends the request and reads the answer as far as deciding what to store needs.
+    async fn exchange(&self, request: Request<Body>) -> Result<Exchanged, UpstreamError> {
+        let response = self.upstream.send(request).await?;
+        if self.retry_statuses.contains(&response.status().as_u16()) {
+            return Ok(Exchanged::Retry(response));
+        }
+        let (parts, mut body) = response.into_parts();
+        let mut chunks: Vec<Bytes> = Vec::new();
+        let mut size = 0;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| UpstreamError::Body(Box::new(e)))?;
+            let Ok(data) = frame.into_data() else {
+                continue; // trailers are not stored
+            };
+            size += data.len();
+            chunks.push(data);
+            if size > self.max_stored_body {
+                let read = futures_util::stream::iter(chunks.into_iter().map(Ok));
+                let stream = read.chain(body.into_data_stream());
+                return Ok(Exchanged::Over(parts, Body::from_stream(stream)));
+            }
+        }
+        Ok(Exchanged::Whole(parts, chunks.concat().into()))
+    }
+
+    /// Completes the claim with the stored response; the detail to log when that failed.
+    async fn complete(
+        &self,
+        key: &str,
+        token: &str,
+        fingerprint: &str,
+        stored: &StoredResponse,
+    ) -> Option<String> {
+        let done = record::done(&stored.encode(), fingerprint);
+        match self.ledger.complete(key, token, &done, self.ttl).await {
+            Ok(true) => None,
+            Ok(false) => Some("claim was taken over before completion; not stored".to_owned()),
+            Err(error) => Some(format!("response not stored: {}", error_chain(&error))),
+        }
+    }
+
+    /// Gives the claim up, so that the client's retry executes again.
+    async fn release(&self, key: &str, token: &str) {
+        if let Err(error) = self.ledger.release(key, token).await {
+            // The claim then blocks retries until its lease ends; nothing worse.
+            tracing::warn!(message = "Cannot release a proxy claim.", proxy = %self.name, error = error_chain(&error));
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! The Idempotency-Key proxy: a reverse proxy in front of an internal HTTP API that executes each
+//! keyed request once and answers its retries with the first response (docs/design.md,
+//! "Idempotency-Key proxy").
+//!
+//! A request whose method and path match (`route`) and that carries a valid key (`key`) is
+//! claimed in the ledger under a key derived from its principal, method, path and key (`scope`),
+//! forwarded (`upstream`), and its response stored (`response`) for `ttl`; a retry gets that
+//! response again, a retry with another payload 422, one while the first is running 409
+//! (`problem`). Everything else passes through untouched, also while the store is down.
+//!
+//! Public API: [`Proxy::build`]`(name, &settings, ledger, &metrics)` per `[proxies.NAME]`;
+//! [`Proxy::handle`]`(request, peer)` answers one request (`server` calls it from the proxy's
+//! listener); [`Proxy::record_key`] is the store key `hookonce inspect` and `forget` read;
+//! [`Proxy::refresh_gauges`] updates the stuck-claim gauges (the metrics upkeep task).
+//! [`Proxy::answer`] is the one place where an outcome becomes an HTTP answer.
+
+mod claims;
+mod execute;
+pub mod key;
+pub mod problem;
+pub mod response;
+pub mod route;
+pub mod scope;
+pub mod upstream;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response};
+use bytes::Bytes;
+use http_body_util::BodyExt;
+
+use crate::config::Settings;
+use crate::ledger::Ledger;
+use crate::metrics::{Metrics, ProxyMetrics};
+use crate::outcome::ProxyOutcome;
+use claims::Claims;
+use key::KeyError;
+use problem::Problem;
+use response::StoredResponse;
+use route::Routes;
+use scope::Scope;
+use upstream::{Upstream, UpstreamError};
+
+/// One configured proxy, ready to serve.
+pub struct Proxy {
+    name: String,
+    routes: Routes,
+    require_key: bool,
+    scope_headers: Vec<HeaderName>,
+    key_prefix: String,
+    ttl: Duration,
+    lease: Duration,
+    wait: Duration,
+    max_stored_body: usize,
+    retry_statuses: Vec<u16>,
+    body_limit: usize,
+    retry_after: HeaderValue,
+    ledger: Arc<dyn Ledger>,
+    upstream: Upstream,
+    metrics: ProxyMetrics,
+    claims: Claims,
+}
+
+/// How a request ended: the outcome that is counted, and what the client gets.
+struct Reply {
+    outcome: ProxyOutcome,
+    ending: Ending,
+    detail: Option<String>,
+}
+
+enum Ending {
+    /// The upstream's answer (executed, passed through, or a released retry status).
+    Upstream(Response<Body>),
+    /// A stored response, answered again.
+    Replay(StoredResponse),
+    /// The upstream gave no answer.
+    Failed(UpstreamError),
+    /// hookonce answers by itself; the outcome says how.
+    Refused,
+}
+
+impl Reply {
+    fn refused(outcome: ProxyOutcome, detail: impl ToString) -> Self {
+        Self {
+            outcome,
+            ending: Ending::Refused,
+            detail: Some(detail.to_string()),
+        }
+    }
+}
+
+/// One keyed request, read and identified, on its way to the ledger.
+struct Keyed {
+    record_key: String,
+    fingerprint: String,
+    parts: axum::http::request::Parts,
+    body: Bytes,
+    peer: SocketAddr,
+}
+
+impl Proxy {
+    /// The proxy `[proxies.<name>]` of validated `settings`, keeping its records in `ledger`.
+    pub fn build(
+        name: &str,
+        settings: &Settings,
+        ledger: Arc<dyn Ledger>,
+        metrics: &Metrics,
+    ) -> Option<Self> {
+        let proxy = settings.proxies.get(name)?;
+        let body_limit = settings.server.body_limit.0 as usize;
+        let metrics = metrics.proxy(name);
+        Some(Self {
+            name: name.to_owned(),
+            routes: Routes::new(&proxy.methods, &proxy.routes),
+            require_key: proxy.require_key,
+            scope_headers: proxy
+                .scope_headers
+                .iter()
+                .filter_map(|h| HeaderName::from_bytes(h.as_bytes()).ok())
+                .collect(),
+            key_prefix: settings.store.key_prefix.clone(),
+            ttl: proxy.ttl.0,
+            lease: proxy.lease.0,
+            wait: proxy.wait.0,
+            max_stored_body: proxy.max_stored_body.0 as usize,
+            retry_statuses: proxy.retry_statuses.clone(),
+            body_limit,
+            retry_after: HeaderValue::from(settings.server.retry_after_secs),
+            ledger,
+            upstream: Upstream::new(proxy, body_limit),
+            claims: Claims::new(metrics.claims_held.clone()),
+            metrics,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The store key of `key` sent by the principal in `headers` to `method path`.
+    pub fn record_key(
+        &self,
+        headers: &HeaderMap,
+        method: &Method,
+        path: &str,
+        key: &str,
+    ) -> String {
+        let scope = Scope::of(headers, &self.scope_headers);
+        scope::record_key(&self.key_prefix, &self.name, &scope, method, path, key)
+    }
+
+    /// The configured scope headers, for the operator commands.
+    pub fn scope_headers(&self) -> &[HeaderName] {
+        &self.scope_headers
+    }
+
+    /// Answers a request that could not be admitted (`server.max_in_flight`).
+    pub fn overloaded(&self) -> Response<Body> {
+        let reply = Reply::refused(ProxyOutcome::Unavailable, "too many requests in flight");
+        self.finish(reply, &Method::GET, "", Instant::now())
+    }
+
+    /// Answers one request received on this proxy's listener from `peer`.
+    pub async fn handle(
+        self: &Arc<Self>,
+        request: Request<Body>,
+        peer: SocketAddr,
+    ) -> Response<Body> {
+        let started = Instant::now();
+        let method = request.method().clone();
+        let path = request.uri().path().to_owned();
+        let reply = self.route(request, peer).await;
+        self.finish(reply, &method, &path, started)
+    }
+
+    /// Updates the stuck-claim gauges from the claims held now.
+    pub fn refresh_gauges(&self) {
+        let (count, oldest) = self.claims.snapshot();
+        self.metrics.claims_held.set(count as f64);
+        self.metrics
+            .oldest_claim
+            .set(oldest.map_or(0.0, |age| age.as_secs_f64()));
+    }
+
+    async fn route(self: &Arc<Self>, request: Request<Body>, peer: SocketAddr) -> Reply {
+        if !self.routes.matches(request.method(), request.uri().path()) {
+            return self.pass_through(request, peer).await;
+        }
+        let key = match key::from_headers(request.headers()) {
+            Ok(key) => key,
+            Err(KeyError::Missing) if !self.require_key => {
+                return self.pass_through(request, peer).await
+            }
+            Err(KeyError::Missing) => {
+                return Reply::refused(ProxyOutcome::MissingKey, "no Idempotency-Key")
+            }
+            Err(KeyError::Invalid) => {
+                return Reply::refused(ProxyOutcome::InvalidKey, "malformed Idempotency-Key")
+            }
+        };
+        let (parts, body) = request.into_parts();
+        let body = match self.read_body(&parts.headers, body).await {
+            Ok(body) => body,
+            Err(reply) => return reply,
+        };
+        let uri = &parts.uri;
+        let keyed = Keyed {
+            record_key: self.record_key(&parts.headers, &parts.method, uri.path(), &key),
+            fingerprint: scope::fingerprint(&parts.method, uri.path(), uri.query(), &body),
+            parts,
+            body,
+            peer,
+        };
+        // From the claim on, the request runs in a task of its own: a client that disconnects
+        // must not strand a claim or lose the response its retry will be answered with.
+        let proxy = Arc::clone(self);
+        tokio::spawn(async move { proxy.execute(keyed).await })
+            .await
+            .unwrap_or_else(|e| Reply::refused(ProxyOutcome::Unavailable, e))
+    }
+
+    /// Reads a keyed request's body (the fingerprint covers it), up to `server.body_limit`.
+    async fn read_body(&self, headers: &HeaderMap, body: Body) -> Result<Bytes, Reply> {
+        let too_large = || Reply::refused(ProxyOutcome::TooLarge, "body over server.body_limit");
+        if declared_length(headers).is_some_and(|n| n > self.body_limit as u64) {
+            return Err(too_large());
+        }
+        match http_body_util::Limited::new(body, self.body_limit)
+            .collect()
+            .await
+        {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+            Err(error) => Err(Reply::refused(
+                ProxyOutcome::Unavailable,
+                format!("cannot read the request body: {error}"),
+            )),
+        }
+    }
+
+    /// Forwards a request that gets no idempotency, streaming both ways; stores nothing.
+    async fn pass_through(&self, request: Request<Body>, peer: SocketAddr) -> Reply {
+        if declared_length(request.headers()).is_some_and(|n| n > self.body_limit as u64) {
+            return Reply::refused(ProxyOutcome::TooLarge, "body over server.body_limit");
+        }
+        let (mut parts, body) = request.into_parts();
+        let outcome = ProxyOutcome::PassedThrough;
+        if let Err(detail) = self.upstream.prepare(&mut parts, peer) {
+            return Reply::refused(ProxyOutcome::Unavailable, detail);
+        }
+        let request = Request::from_parts(parts, self.upstream.limit(body));
+        let started = Instant::now();
+        let timeout = self.upstream.timeout();
+        let result = tokio::time::timeout(timeout, self.upstream.send(request))
+            .await
+            .unwrap_or(Err(UpstreamError::Timeout(timeout)));
+        self.metrics
+            .upstream
+            .record(started.elapsed().as_secs_f64());
+        match result {
+            Ok(response) => Reply {
+                outcome,
+                ending: Ending::Upstream(downstream(response.map(Body::new))),
+                detail: None,
+            },
+            Err(error) => failed(outcome, error),
+        }
+    }
+
+    /// The one mapping from how a request ended to what the client gets.
+    fn answer(&self, outcome: ProxyOutcome, ending: Ending) -> Response<Body> {
+        let problem = match (outcome, ending) {
+            (_, Ending::Upstream(response)) => return response,
+            (_, Ending::Replay(stored)) => return stored.replay(),
+            (_, Ending::Failed(UpstreamError::Timeout(_))) => Problem::UpstreamTimeout,
+            (_, Ending::Failed(UpstreamError::TooLarge)) => Problem::TooLarge,
+            (_, Ending::Failed(_)) => Problem::UpstreamFailed,
+            (ProxyOutcome::MissingKey, Ending::Refused) => Problem::MissingKey,
+            (ProxyOutcome::InvalidKey, Ending::Refused) => Problem::InvalidKey,
+            (ProxyOutcome::KeyReused, Ending::Refused) => Problem::KeyReused,
+            (ProxyOutcome::InFlight, Ending::Refused) => Problem::InFlight,
+            (ProxyOutcome::TooLarge, Ending::Refused) => Problem::TooLarge,
+            (_, Ending::Refused) => Problem::Unavailable,
+        };
+        problem.response(&self.retry_after)
+    }
+
+    /// Answers, counts and logs one request; the only exit of `handle`.
+    fn finish(
+        &self,
+        reply: Reply,
+        method: &Method,
+        path: &str,
+        started: Instant,
+    ) -> Response<Body> {
+        let Reply {
+            outcome,
+            ending,
+            detail,
+        } = reply;
+        let response = self.answer(outcome, ending);
+        let seconds = started.elapsed().as_secs_f64();
+        self.metrics.request(outcome, seconds);
+        let status = response.status().as_u16();
+        let log = |level| {
+            // Never the key's scope: the principal's header values stay out of every log.
+            if level == tracing::Level::DEBUG {
+                tracing::debug!(proxy = %self.name, outcome = outcome.label(), status, %method, path, latency_ms = seconds * 1e3, detail);
+            } else {
+                tracing::info!(proxy = %self.name, outcome = outcome.label(), status, %method, path, latency_ms = seconds * 1e3, detail);
+            }
+        };
+        log(match outcome {
+            ProxyOutcome::PassedThrough => tracing::Level::DEBUG,
+            _ => tracing::Level::INFO,
+        });
+        response
+    }
+}
+
+fn failed(outcome: ProxyOutcome, error: UpstreamError) -> Reply {
+    Reply {
+        outcome,
+        detail: Some(error_chain(&error)),
+        ending: Ending::Failed(error),
+    }
+}
+
+/// An upstream response on its way to the client, without its hop-by-hop headers.
+fn downstream(mut response: Response<Body>) -> Response<Body> {
+    upstream::strip_hop_by_hop(response.headers_mut());
+    response
+}
+
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// An error and its causes, for the log line.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(current) = cause {
+        text.push_str(": ");
+        text.push_str(&current.to_string());
+        cause = current.source();
+    }
+    text
+}

@@ -15,7 +15,12 @@ use crate::support::{eventually, RedisServer};
 
 const LEASE_SECS: u64 = 5;
 
-fn config(dir: &Path, name: &str, redis: &RedisServer, upstream: &Upstream) -> (std::path::PathBuf, u16) {
+fn config(
+    dir: &Path,
+    name: &str,
+    redis: &RedisServer,
+    upstream: &Upstream,
+) -> (std::path::PathBuf, u16) {
     let port = free_port();
     let text = format!(
         "[store]\nbackend = \"redis\"\nredis_url = \"{}\"\n\
@@ -83,7 +88,11 @@ async fn a_proxy_killed_mid_request_leaves_a_claim_that_is_taken_over_after_its_
     };
     assert_eq!(answer.status(), 201);
     assert!(answer.headers().get("idempotency-replayed").is_none());
-    assert_eq!(upstream.executions("crash-1", ORDERS), 2, "same key, twice upstream");
+    assert_eq!(
+        upstream.executions("crash-1", ORDERS),
+        2,
+        "same key, twice upstream"
+    );
     let replay = post(second_port, "crash-1").await.unwrap();
     assert_eq!(replay.headers()["idempotency-replayed"], "true");
     assert_eq!(upstream.hits(ORDERS), 2);

@@ -42,7 +42,11 @@ async fn each_outcome_is_counted_with_its_latency(backend: Backend) {
     for (name, count) in expected {
         assert_eq!(outcome(&t, name).await, count, "{name}\n{page}");
         let labels = [("proxy", PROXY), ("outcome", name)];
-        assert_eq!(t.metric(PROXY_DURATIONS, &labels).await, count, "{name} latency");
+        assert_eq!(
+            t.metric(PROXY_DURATIONS, &labels).await,
+            count,
+            "{name} latency"
+        );
         // Every outcome is exported from the start, so a rate over it is never "no data".
         let series = series(PROXY_REQUESTS, &labels);
         assert!(page.contains(&series), "{series} missing\n{page}");

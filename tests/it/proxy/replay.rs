@@ -78,7 +78,11 @@ async fn invalid_keys_are_refused_before_the_upstream(backend: Backend) {
         let answer = order(&t, key, b"{}").await;
         answer.assert_problem(400, "Idempotency-Key is invalid");
     }
-    assert_eq!(upstream.hits(ORDERS), 0, "an invalid key reached the upstream");
+    assert_eq!(
+        upstream.hits(ORDERS),
+        0,
+        "an invalid key reached the upstream"
+    );
     assert_eq!(outcome(&t, "invalid_key").await, invalid.len() as f64);
 
     // The bounds themselves are keys.
@@ -177,7 +181,10 @@ async fn other_methods_and_unrouted_paths_pass_through_untouched(backend: Backen
     }
     // Unrouted without a key is not "missing" either.
     assert_eq!(send(&t, "POST", "/v1/other", &[], b"").await.status, 201);
-    assert_eq!(outcome(&t, "passed_through").await, (cases.len() * 2 + 1) as f64);
+    assert_eq!(
+        outcome(&t, "passed_through").await,
+        (cases.len() * 2 + 1) as f64
+    );
     if let Some(redis) = &t.redis {
         assert_eq!(redis.dbsize(), 0, "a pass-through stored something");
     }
@@ -247,7 +254,10 @@ async fn scope_isolates_principals_methods_and_paths(backend: Backend) {
     for (who, method, path) in scopes {
         let first = as_who(who, method, path).await;
         assert_eq!(first.status, 201);
-        assert!(!first.replayed(), "{who:?} {method} {path} got another scope's answer");
+        assert!(
+            !first.replayed(),
+            "{who:?} {method} {path} got another scope's answer"
+        );
         assert!(firsts.iter().all(|other| other.body != first.body));
         firsts.push(first);
     }

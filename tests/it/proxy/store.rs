@@ -51,7 +51,11 @@ async fn with_redis_down_keyed_requests_get_503_and_never_reach_the_upstream() {
     assert!(down.header("retry-after").is_some(), "{down:?}");
     // A key that was replayed before is not replayed (nor executed) either: no store, no answer.
     assert_eq!(order(&t, "before", b"{}").await.status, 503);
-    assert_eq!(upstream.hits(ORDERS), 1, "the upstream was called without a claim");
+    assert_eq!(
+        upstream.hits(ORDERS),
+        1,
+        "the upstream was called without a claim"
+    );
     assert_eq!(outcome(&t, "unavailable").await, 2.0);
 
     // What needs no store passes: other methods, unrouted paths.

@@ -16,7 +16,13 @@ use crate::support::{both_backends, Backend};
 async fn client_errors_and_500_are_stored_and_replayed(backend: Backend) {
     let upstream = Upstream::start().await;
     let t = start(backend, &upstream, |_| {}).await;
-    for (key, status) in [("k400", 400), ("k404", 404), ("k409", 409), ("k500", 500), ("k501", 501)] {
+    for (key, status) in [
+        ("k400", 400),
+        ("k404", 404),
+        ("k409", 409),
+        ("k500", 500),
+        ("k501", 501),
+    ] {
         upstream.answer(ORDERS, Reply::status(status).header("x-why", key));
         let first = order(&t, key, b"{}").await;
         assert_eq!(first.status, status);
@@ -48,7 +54,10 @@ async fn retry_statuses_release_the_claim(backend: Backend) {
         let first = order(&t, key, b"{}").await;
         assert_eq!(first.status, status);
         assert_eq!(first.header("retry-after"), Some("7"));
-        assert!(first.text().contains(r#""execution""#), "the upstream's own body");
+        assert!(
+            first.text().contains(r#""execution""#),
+            "the upstream's own body"
+        );
         assert!(!first.replayed());
         let retry = order(&t, key, b"{}").await;
         assert_eq!(retry.status, 201, "{key}: the retry executes again");
@@ -119,7 +128,10 @@ async fn an_oversized_answer_passes_through_and_replays_truncated(backend: Backe
     let upstream = Upstream::start().await;
     let t = start(backend, &upstream, |p| p.max_stored_body = ByteSize(1024)).await;
 
-    upstream.answer(ORDERS, Reply::status(201).header("x-big", "1").body_size(4096));
+    upstream.answer(
+        ORDERS,
+        Reply::status(201).header("x-big", "1").body_size(4096),
+    );
     let first = order(&t, "big", b"{}").await;
     assert_eq!(first.status, 201);
     assert_eq!(first.body.len(), 4096);
@@ -174,7 +186,10 @@ async fn hop_by_hop_headers_stay_on_their_hop_and_forwarded_headers_are_added(ba
     }
     assert_eq!(seen.header("x-end-to-end"), Some("kept"));
     assert_eq!(seen.header("idempotency-key"), Some("k1"));
-    assert_eq!(seen.header("x-forwarded-for"), Some("203.0.113.7, 127.0.0.1"));
+    assert_eq!(
+        seen.header("x-forwarded-for"),
+        Some("203.0.113.7, 127.0.0.1")
+    );
     assert_eq!(seen.header("x-forwarded-proto"), Some("http"));
     let host = t.proxy_addrs[super::PROXY].to_string();
     assert_eq!(seen.header("x-forwarded-host"), Some(host.as_str()));

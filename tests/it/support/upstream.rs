@@ -191,7 +191,11 @@ async fn handle(
     request: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, std::io::Error> {
     let (parts, body) = request.into_parts();
-    let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let seen = Seen {
         method: parts.method,
         target: parts

@@ -6,6 +6,7 @@
 //! that part's, run by `app::validate`.
 
 mod proxy;
+mod redact;
 mod sections;
 mod sink;
 mod source;
@@ -17,10 +18,14 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use proxy::ProxySettings;
+pub use redact::{is_credential_name, redact_url, REDACTED};
 pub use sections::{ServerSettings, ServiceUrl, StoreBackend, StoreSettings};
 pub use sink::{SinkKind, SinkSettings};
 pub use source::SourceSettings;
-pub use values::{ByteSize, HumanDuration, Secret};
+pub use values::{
+    ByteSize, HumanDuration, Secret, ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE, MAX_TIMEOUT,
+    MAX_TOLERANCE,
+};
 
 /// The complete configuration of one daemon.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -157,6 +162,21 @@ impl Settings {
         for (name, source) in &self.sources {
             validate_name("sources", name)?;
             source.validate(name)?;
+            // Within the source's slot, a stream named like a dedup record would be overwritten
+            // by the record of that event ID (or refuse it with WRONGTYPE).
+            let records = format!("{}:{{{name}}}:d:", self.store.key_prefix);
+            if source
+                .stream
+                .as_ref()
+                .is_some_and(|s| s.starts_with(&records))
+            {
+                return Err(ConfigError::invalid(
+                    format!("sources.{name}.stream"),
+                    format!(
+                        "must not start with {records:?}, where the source's dedup records live"
+                    ),
+                ));
+            }
         }
         self.validate_proxies()
     }

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ByteSize, ConfigError, HumanDuration};
+use super::{ByteSize, ConfigError, HumanDuration, ABOVE_ZERO, MAX_TIMEOUT};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -92,28 +92,15 @@ impl Default for StoreSettings {
     }
 }
 
-/// A Redis or NATS URL whose password is never printed.
+/// A Redis or NATS URL whose credentials are never printed (see [`super::redact_url`]).
 #[derive(Clone, Deserialize)]
 #[serde(transparent)]
 pub struct ServiceUrl(pub String);
 
 impl ServiceUrl {
-    /// The URL with any password replaced by `[redacted]`.
+    /// The URL with its userinfo and credential parameters replaced by `[redacted]`.
     pub fn redacted(&self) -> String {
-        let url = &self.0;
-        match (url.find("://"), url.rfind('@')) {
-            (Some(scheme_end), Some(at)) if at > scheme_end => {
-                let userinfo = &url[scheme_end + 3..at];
-                let user = userinfo.split(':').next().unwrap_or("");
-                let shown = if userinfo.contains(':') {
-                    format!("{user}:[redacted]")
-                } else {
-                    "[redacted]".to_owned()
-                };
-                format!("{}{}{}", &url[..scheme_end + 3], shown, &url[at..])
-            }
-            _ => url.clone(),
-        }
+        super::redact_url(&self.0)
     }
 }
 
@@ -147,23 +134,29 @@ impl ServerSettings {
                 "must be above zero",
             ));
         }
+        // A timeout beyond an hour protects nothing, and a huge one overflows the deadline
+        // arithmetic of the timers that enforce it.
         for (key, value) in [
             ("server.request_timeout", self.request_timeout),
             ("server.header_read_timeout", self.header_read_timeout),
         ] {
-            if value.0.is_zero() {
-                return Err(ConfigError::invalid(key, "must be above zero"));
-            }
+            value.check(key, ABOVE_ZERO, MAX_TIMEOUT)?;
         }
+        self.shutdown_timeout.check(
+            "server.shutdown_timeout",
+            std::time::Duration::ZERO,
+            MAX_TIMEOUT,
+        )?;
         Ok(())
     }
 }
 
 impl StoreSettings {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if self.timeout.0.is_zero() {
-            return Err(ConfigError::invalid("store.timeout", "must be above zero"));
-        }
+        // The connection is given four times store.timeout to come up: a bound keeps that
+        // product, and every deadline built from it, from overflowing.
+        self.timeout
+            .check("store.timeout", ABOVE_ZERO, MAX_TIMEOUT)?;
         if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}']) {
             return Err(ConfigError::invalid(
                 "store.key_prefix",
@@ -184,7 +177,7 @@ impl StoreSettings {
             {
                 return Err(ConfigError::invalid(
                     "store.redis_url",
-                    "must start with redis://, rediss:// or unix://",
+                    "must start with redis://, rediss://, redis+unix:// or unix://",
                 ));
             }
             _ => {}

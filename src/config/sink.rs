@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, HumanDuration, Secret, ServiceUrl};
+use super::{
+    ConfigError, HumanDuration, Secret, ServiceUrl, ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE,
+    MAX_TIMEOUT,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -74,8 +77,12 @@ pub struct SinkSettings {
     /// nats: duplicate window of a stream hookonce creates.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duplicate_window: Option<HumanDuration>,
-    /// http: the worker endpoint events are POSTed to.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// http: the worker endpoint events are POSTed to. May carry credentials (userinfo, a
+    /// `?token=`); shown redacted.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "serialize_redacted"
+    )]
     pub url: Option<String>,
     /// nats, http: how long the sink may take to acknowledge.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -101,6 +108,17 @@ impl Default for SinkSettings {
             timeout: None,
             headers: BTreeMap::new(),
         }
+    }
+}
+
+/// Serializes a URL as `redact_url` shows it, so that `check-config` never prints a credential.
+fn serialize_redacted<S: serde::Serializer>(
+    url: &Option<String>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match url {
+        Some(url) => serializer.serialize_str(&super::redact_url(url)),
+        None => serializer.serialize_none(),
     }
 }
 
@@ -164,16 +182,16 @@ impl SinkSettings {
 
     /// Checks the values of the keys that are set.
     fn validate_values(&self) -> Result<(), ConfigError> {
-        for (key, value) in [
-            ("lease", self.lease),
-            ("timeout", self.timeout),
-            ("sample_interval", self.sample_interval),
+        // The lease is a Redis `PX` and a deadline in milliseconds, the duplicate window a
+        // JetStream count of nanoseconds: bounded, neither can be refused after a write ran.
+        for (key, value, max) in [
+            ("lease", self.lease, MAX_LEASE),
+            ("timeout", self.timeout, MAX_TIMEOUT),
+            ("sample_interval", self.sample_interval, MAX_LEASE),
+            ("duplicate_window", self.duplicate_window, MAX_DEDUP_TTL),
         ] {
-            if value.is_some_and(|d| d.0.is_zero()) {
-                return Err(ConfigError::invalid(
-                    format!("sink.{key}"),
-                    "must be above zero",
-                ));
+            if let Some(value) = value {
+                value.check(format!("sink.{key}"), ABOVE_ZERO, max)?;
             }
         }
         if let Some(url) = &self.url {

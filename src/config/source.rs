@@ -5,7 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::values::{one_or_many, HumanDuration, Secret};
+use std::time::Duration;
+
+use super::values::{one_or_many, HumanDuration, Secret, MAX_DEDUP_TTL, MAX_TOLERANCE};
 use super::ConfigError;
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -69,14 +71,37 @@ impl SourceSettings {
                 "at least one secret is required",
             ));
         }
+        let second = Duration::from_secs(1);
         if let Some(ttl) = self.dedup_ttl {
-            if ttl.0.as_millis() < 1000 {
-                return Err(ConfigError::invalid(
-                    format!("sources.{name}.dedup_ttl"),
-                    "must be at least 1s",
-                ));
-            }
+            ttl.check(format!("sources.{name}.dedup_ttl"), second, MAX_DEDUP_TTL)?;
+        }
+        // Signed timestamps have whole-second resolution.
+        if let Some(tolerance) = self.tolerance {
+            tolerance.check(format!("sources.{name}.tolerance"), second, MAX_TOLERANCE)?;
+        }
+        if let Some(stream) = &self.stream {
+            check_stream(name, stream)?;
         }
         Ok(())
     }
+}
+
+/// A custom stream must carry the source's hash tag `{NAME}` as its first tag, as Redis Cluster
+/// reads it (the text between the first `{` and the next `}`, when not empty): the atomic script
+/// touches the record and the stream in one call, and both must live in one slot. The tag also
+/// makes the stream the source's own: no other source's stream can carry it.
+fn check_stream(name: &str, stream: &str) -> Result<(), ConfigError> {
+    let tag = stream
+        .find('{')
+        .and_then(|open| Some((open, stream[open..].find('}')? + open)))
+        .map(|(open, close)| &stream[open + 1..close]);
+    if tag != Some(name) {
+        return Err(ConfigError::invalid(
+            format!("sources.{name}.stream"),
+            format!(
+                "must contain the source's hash tag {{{name}}} as its first tag (e.g. \"events:{{{name}}}\"), so that its records and its stream share a Redis Cluster slot and no other source writes to it"
+            ),
+        ));
+    }
+    Ok(())
 }

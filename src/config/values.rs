@@ -6,6 +6,24 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::ConfigError;
+
+const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The least a duration must be when zero is not allowed.
+pub const ABOVE_ZERO: Duration = Duration::from_nanos(1);
+/// The longest `dedup_ttl` (and JetStream `duplicate_window`): ten years of 365 days. Redis takes
+/// `PX` as a signed 64-bit count of milliseconds and refuses an expiry whose deadline overflows
+/// it, and a refusal after `XADD` ran would append an entry on every retry; ten years is far
+/// below that and far beyond any provider's retry horizon.
+pub const MAX_DEDUP_TTL: Duration = Duration::from_secs(3650 * 24 * 60 * 60);
+/// The longest `tolerance`: a signed timestamp a day old proves little about freshness.
+pub const MAX_TOLERANCE: Duration = DAY;
+/// The longest lease and sampling interval.
+pub const MAX_LEASE: Duration = DAY;
+/// The longest request, store, sink and shutdown timeout.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+
 /// A duration written as `"500ms"`, `"30s"`, `"72h"` or `"1d 12h"`.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct HumanDuration(pub Duration);
@@ -13,6 +31,39 @@ pub struct HumanDuration(pub Duration);
 impl fmt::Debug for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", humantime::format_duration(self.0))
+    }
+}
+
+impl HumanDuration {
+    /// Refuses a value outside `[min, max]`, naming `key` and both bounds.
+    pub(super) fn check(
+        self,
+        key: impl Into<String>,
+        min: Duration,
+        max: Duration,
+    ) -> Result<(), ConfigError> {
+        if self.0 < min || self.0 > max {
+            let min = match min {
+                Duration::ZERO => String::new(),
+                ABOVE_ZERO => "above zero and ".to_owned(),
+                min => format!("at least {} and ", show(min)),
+            };
+            return Err(ConfigError::invalid(
+                key,
+                format!("must be {min}at most {}", show(max)),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A bound as an operator would write it: `3650d`, `1h`, `1s`.
+fn show(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    match secs {
+        s if s >= DAY.as_secs() && s % DAY.as_secs() == 0 => format!("{}d", s / DAY.as_secs()),
+        s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
+        _ => humantime::format_duration(duration).to_string(),
     }
 }
 
@@ -241,6 +292,32 @@ mod tests {
         assert_eq!(ByteSize::parse("4096").unwrap().0, 4096);
         assert!(ByteSize::parse("1 parsec").is_err());
         assert!(ByteSize::parse("MiB").is_err());
+    }
+
+    #[test]
+    fn durations_are_bounded_and_the_error_names_the_key_and_the_bounds() {
+        let huge = HumanDuration(humantime::parse_duration("300000000y").unwrap());
+        let error = huge
+            .check("sources.x.dedup_ttl", Duration::from_secs(1), MAX_DEDUP_TTL)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "sources.x.dedup_ttl: must be at least 1s and at most 3650d"
+        );
+        let zero = HumanDuration(Duration::ZERO).check("store.timeout", ABOVE_ZERO, MAX_TIMEOUT);
+        assert_eq!(
+            zero.unwrap_err().to_string(),
+            "store.timeout: must be above zero and at most 1h"
+        );
+        let ok = HumanDuration(MAX_TIMEOUT).check("store.timeout", ABOVE_ZERO, MAX_TIMEOUT);
+        assert!(ok.is_ok());
+        let none = HumanDuration(Duration::ZERO).check(
+            "server.shutdown_timeout",
+            Duration::ZERO,
+            MAX_TIMEOUT,
+        );
+        assert!(none.is_ok(), "zero is allowed where there is no minimum");
     }
 
     #[test]

@@ -62,7 +62,9 @@ impl HttpSink {
             if e.is_timeout() {
                 SinkError::Timeout(self.timeout)
             } else {
-                SinkError::Http(e)
+                // reqwest's text ends with the URL, query and credentials included, and this
+                // error is logged at WARN on every failed delivery.
+                SinkError::Http(e.without_url())
             }
         })?;
         let status = response.status();

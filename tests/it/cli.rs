@@ -52,11 +52,16 @@ fn the_embedded_default_configuration_is_valid() {
     );
 }
 
-#[test]
-fn configuration_errors_name_the_key_and_exit_non_zero() {
-    let dir = tempfile::tempdir().unwrap();
-    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
-    let cases: &[Case] = &[
+/// A configuration fragment, environment overrides, and the key its error must name.
+type Case = (
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    &'static str,
+);
+
+/// Each case is invalid on its own, added to an otherwise valid configuration.
+fn configuration_error_cases() -> &'static [Case] {
+    &[
         ("[server]\nlistne = \"0.0.0.0:1\"\n", &[], "listne"),
         ("[server]\nrequest_timeout = \"ten seconds\"\n", &[], "server.request_timeout"),
         ("[server]\nbody_limit = \"1 parsec\"\n", &[], "server.body_limit"),
@@ -97,7 +102,29 @@ fn configuration_errors_name_the_key_and_exit_non_zero() {
         ("[proxies.api]\nupstream = \"http://o\"\nrequire_keys = true\n", &[], "require_keys"),
         ("[proxies.Api]\nupstream = \"http://o\"\n", &[], "proxies.Api"),
         ("[server]\nlisten = \"127.0.0.1:7001\"\n[proxies.api]\nupstream = \"http://o\"\nlisten = \"127.0.0.1:7001\"\n", &[], "proxies.api.listen"),
-    ];
+        // Values Redis, NATS or the timers cannot take, refused before anything runs.
+        ("[sources.x]\nprovider = \"github\"\nsecrets = [\"s\"]\ndedup_ttl = \"300000000y\"\n", &[], "sources.x.dedup_ttl"),
+        ("[sources.x]\nprovider = \"stripe\"\nsecrets = [\"s\"]\ntolerance = \"400d\"\n", &[], "sources.x.tolerance"),
+        ("", &[("HOOKONCE__STORE__TIMEOUT", "100000000000y")], "store.timeout"),
+        ("", &[("HOOKONCE__SERVER__REQUEST_TIMEOUT", "30d")], "server.request_timeout"),
+        ("[sink]\nkind = \"stdout\"\nlease = \"3650d\"\n", &[], "sink.lease"),
+        ("[sink]\nkind = \"nats\"\nnats_url = \"nats://x:4222\"\nduplicate_window = \"300000000y\"\n", &[], "sink.duplicate_window"),
+        // A custom stream keeps the source's hash tag, so no other source can write to it.
+        ("[sources.x]\nprovider = \"github\"\nsecrets = [\"s\"]\nstream = \"events\"\n", &[], "sources.x.stream"),
+        ("[sources.x]\nprovider = \"github\"\nsecrets = [\"s\"]\nstream = \"x:{}{x}\"\n", &[], "sources.x.stream"),
+        ("[sources.x]\nprovider = \"github\"\nsecrets = [\"s\"]\nstream = \"hookonce:{demo}:events\"\n", &[], "sources.x.stream"),
+        ("[sources.x]\nprovider = \"github\"\nsecrets = [\"s\"]\nstream = \"hookonce:{x}:d:evt\"\n", &[], "sources.x.stream"),
+        // Ambiguous templates, and secrets that do not decode (the message must not quote them).
+        ("[sources.x]\nprovider = \"generic\"\nsecrets = [\"s\"]\nsignature_header = \"X-Sig\"\nalgorithm = \"sha256\"\nencoding = \"hex\"\nid_header = \"X-Id\"\ntimestamp_header = \"X-Ts\"\nsigned_content = \"{id}{timestamp}{body}\"\n", &[], "sources.x.signed_content"),
+        ("[sources.x]\nprovider = \"standard\"\nsecrets = [\"whsec_Zq7*\"]\n", &[], "sources.x.secrets[0]: is not \"whsec_\" followed by base64 (it has a non-base64 character at 3)"),
+        ("[sources.x]\nprovider = \"adyen\"\nsecrets = [\"0aZq\"]\n", &[], "sources.x.secrets[0]: is not a hex HMAC key (it has a non-hex character at 2)"),
+    ]
+}
+
+#[test]
+fn configuration_errors_name_the_key_and_exit_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = configuration_error_cases();
     for (extra, env, key) in cases {
         let sink = if extra.starts_with("[sink]") {
             ""

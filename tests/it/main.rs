@@ -4,6 +4,7 @@
 mod behaviour;
 mod cli;
 mod crash;
+mod hostile_config;
 mod providers;
 mod proxy;
 mod proxy_core;

@@ -17,7 +17,8 @@
 //!
 //! Rules that keep a configuration from being silently weak: `{body}` must appear exactly once in
 //! `signed_content`; a `timestamp_header` must be signed (`{timestamp}` in the template), since an
-//! unsigned timestamp proves nothing; `{id}` needs `id_header`. Every problem is a `ConfigError`
+//! unsigned timestamp proves nothing; `{id}` needs `id_header`; placeholders need literal text
+//! between them, so that the signed bytes split in one way only (`generic_template`). Every problem is a `ConfigError`
 //! naming its key. Errors about the request name the *key* (`signature_header`), not the header.
 //! One signature per header; several `secrets` for rotation.
 
@@ -29,7 +30,7 @@ use http::{HeaderMap, HeaderName};
 use crate::config::{ConfigError, SourceSettings};
 
 use super::extract::{id_at, parse_body, required, type_at, Pointer};
-use super::generic_template::{message, parse_template, Part, MAX_PARTS};
+use super::generic_template::{message, parse_template, unambiguous, Part, MAX_PARTS};
 use super::secrets;
 use super::signatures::{Candidates, Encoding};
 use super::signing::{
@@ -321,6 +322,9 @@ impl Provider for Generic {
                 .as_bytes(),
             _ => b"",
         };
+        // A value holding its own separator could have been cut elsewhere: refuse it before the
+        // signature is checked, so that no re-split of a captured delivery gets through.
+        unambiguous(&self.template, timestamp, signed_id).map_err(VerifyError::GarbledHeader)?;
         let (message, len) = self.message(request.body, timestamp, signed_id);
         if !self.keys.matches(&message[..len], &signatures) {
             return Err(VerifyError::BadSignature);

@@ -19,7 +19,7 @@ use crate::config::{ConfigError, SourceSettings};
 
 use super::secrets;
 use super::signatures::{Candidates, Encoding};
-use super::signing::{random_uuid, Keyed};
+use super::signing::{parse_unix, random_uuid, Keyed};
 use super::splice::{zeroed, Edits, Members};
 use super::{
     header, id_from_header, json_object, Provider, RawRequest, SignError, SignOptions, Verified,
@@ -68,9 +68,9 @@ impl Provider for Linear {
         let payload: Payload<'_> = json_object(request.body).ok_or(VerifyError::Malformed(
             "body is not a Linear payload (JSON object with a numeric \"webhookTimestamp\")",
         ))?;
-        let timestamp_ms: i64 = payload.timestamp.get().parse().map_err(|_| {
-            VerifyError::Malformed("webhookTimestamp is not a whole number of milliseconds")
-        })?;
+        let timestamp_ms = parse_unix(payload.timestamp.get()).ok_or(VerifyError::Malformed(
+            "webhookTimestamp is not a whole number of milliseconds",
+        ))?;
         let now_ms = request.now_unix.saturating_mul(1000);
         if now_ms.abs_diff(timestamp_ms) > self.tolerance_ms() {
             return Err(VerifyError::StaleTimestamp);

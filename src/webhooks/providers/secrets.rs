@@ -7,6 +7,8 @@
 //! - [`hex`]: hex digits of the key (Adyen's HMAC keys).
 //!
 //! Each decoder returns the problem as text; [`decode`] names the offending list entry with it.
+//! The text says what kind of problem it is and where, never which character: the decoders'
+//! own error texts quote the offending symbol, which is a piece of the secret.
 
 use base64::Engine as _;
 
@@ -58,9 +60,17 @@ pub(crate) fn raw(secret: &str) -> Result<Vec<u8>, String> {
 /// Standard Webhooks libraries.
 pub(crate) fn whsec_base64(secret: &str) -> Result<Vec<u8>, String> {
     let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
-    let key = BASE64_LENIENT
-        .decode(encoded)
-        .map_err(|e| format!("is not \"whsec_\" followed by base64 ({e})"))?;
+    let key = BASE64_LENIENT.decode(encoded).map_err(|e| {
+        let problem = match e {
+            base64::DecodeError::InvalidByte(at, _) => format!("a non-base64 character at {at}"),
+            base64::DecodeError::InvalidLastSymbol(at, _) => {
+                format!("a last character at {at} that leaves bits over")
+            }
+            base64::DecodeError::InvalidLength(_) => "a length no base64 text has".to_owned(),
+            base64::DecodeError::InvalidPadding => "misplaced padding".to_owned(),
+        };
+        format!("is not \"whsec_\" followed by base64 (it has {problem})")
+    })?;
     if key.is_empty() {
         return Err("decodes to an empty key".to_owned());
     }
@@ -70,7 +80,17 @@ pub(crate) fn whsec_base64(secret: &str) -> Result<Vec<u8>, String> {
 /// Hex digits (either case, surrounding spaces ignored) → key bytes. Adyen shows its HMAC keys so
 /// (64 digits for the 32-byte keys it generates).
 pub(crate) fn hex(secret: &str) -> Result<Vec<u8>, String> {
-    let key = ::hex::decode(secret.trim()).map_err(|e| format!("is not a hex HMAC key ({e})"))?;
+    let key = ::hex::decode(secret.trim()).map_err(|e| {
+        let problem = match e {
+            ::hex::FromHexError::InvalidHexCharacter { index, .. } => {
+                format!("a non-hex character at {index}")
+            }
+            ::hex::FromHexError::OddLength | ::hex::FromHexError::InvalidStringLength => {
+                "an odd number of digits".to_owned()
+            }
+        };
+        format!("is not a hex HMAC key (it has {problem})")
+    })?;
     if key.is_empty() {
         return Err("is an empty HMAC key".to_owned());
     }
@@ -104,6 +124,42 @@ mod tests {
         );
         assert!(hex("xyz").unwrap_err().contains("hex"));
         assert_eq!(hex("").unwrap_err(), "is an empty HMAC key");
+    }
+
+    #[test]
+    fn decoding_errors_never_quote_the_secret() {
+        // The decoders' own texts name the offending symbol ("Invalid character 'Z'", "Invalid
+        // symbol 42"): the messages must say where, never what.
+        for (secret, decoder, problem) in [
+            (
+                "whsec_Zq7*Zq7",
+                whsec_base64 as Decoder,
+                "a non-base64 character at 3",
+            ),
+            (
+                "whsec_QUJDRA=Z",
+                whsec_base64,
+                "a non-base64 character at 6",
+            ),
+            (
+                "whsec_Zq7",
+                whsec_base64,
+                "a last character at 2 that leaves bits over",
+            ),
+            ("whsec_Z", whsec_base64, "a length no base64 text has"),
+            ("0aZq", hex, "a non-hex character at 2"),
+            ("0aZ", hex, "an odd number of digits"),
+        ] {
+            let shown = decoder(secret).unwrap_err();
+            assert!(
+                shown.ends_with(&format!("(it has {problem})")),
+                "{secret:?}: {shown}"
+            );
+            assert!(
+                !shown.contains('Z') && !shown.contains("90"),
+                "{secret:?}: {shown}"
+            );
+        }
     }
 
     #[test]

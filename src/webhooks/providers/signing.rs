@@ -158,12 +158,18 @@ pub(crate) fn check_timestamp(
     }
 }
 
-/// Parses unix seconds written as plain ASCII digits (no sign, no spaces, at most 18 digits).
+/// Parses a signed timestamp (unix seconds, or Linear's milliseconds) in canonical decimal form:
+/// ASCII digits only, no sign, no spaces, no leading zero (but `0` itself), at most 18 digits.
+///
+/// Every scheme that signs a timestamp parses it here. Only one spelling of each instant is
+/// accepted, so that a signed string cannot be re-read with a timestamp that borrows or lends
+/// characters (`0017…` is not `17…`), and a provider's exact bytes are what was signed.
 pub(crate) fn parse_unix(text: &str) -> Option<i64> {
-    if text.is_empty() || text.len() > 18 || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    text.parse().ok()
+    let canonical = !text.is_empty()
+        && text.len() <= 18
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'));
+    canonical.then(|| text.parse().ok()).flatten()
 }
 
 /// A random identifier: `prefix` followed by `len` base62 characters (like Svix's `msg_…`).
@@ -237,7 +243,20 @@ mod tests {
         assert!(check_timestamp(1601, 1300, 300).is_err());
         assert!(check_timestamp(i64::MIN, i64::MAX, 300).is_err());
         assert_eq!(parse_unix("1614265330"), Some(1_614_265_330));
-        for bad in ["", "-1", "+1", " 1", "1.5", "1e9", "9999999999999999999"] {
+        assert_eq!(parse_unix("0"), Some(0));
+        for bad in [
+            "",
+            "-1",
+            "+1",
+            " 1",
+            "1 ",
+            "1.5",
+            "1e9",
+            "01614265330",
+            "00",
+            "９",
+            "9999999999999999999",
+        ] {
             assert_eq!(parse_unix(bad), None, "{bad:?}");
         }
     }

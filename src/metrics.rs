@@ -54,6 +54,87 @@ const LATENCY_BUCKETS: &[f64] = &[
     10.0,
 ];
 
+/// Every metric's unit and help text.
+const HELP: [(&str, Unit, &str); 17] = [
+    (EVENTS_TOTAL, Unit::Count, "Events by source and outcome."),
+    (
+        DUPLICATE_HITS_TOTAL,
+        Unit::Count,
+        "Duplicate deliveries absorbed.",
+    ),
+    (
+        HTTP_REQUESTS_TOTAL,
+        Unit::Count,
+        "Webhook requests by source and status.",
+    ),
+    (
+        REQUEST_DURATION_SECONDS,
+        Unit::Seconds,
+        "Webhook request latency.",
+    ),
+    (
+        STORE_DURATION_SECONDS,
+        Unit::Seconds,
+        "Latency of store operations.",
+    ),
+    (
+        FORWARD_DURATION_SECONDS,
+        Unit::Seconds,
+        "Latency of forwarding one event.",
+    ),
+    (BUILD_INFO, Unit::Count, "Build information."),
+    (
+        REQUESTS_IN_FLIGHT,
+        Unit::Count,
+        "Webhook requests being handled.",
+    ),
+    (
+        LEASE_RECLAIMS_TOTAL,
+        Unit::Count,
+        "Claims taken over after an earlier lease expired (two-phase mode).",
+    ),
+    (
+        STREAM_LENGTH,
+        Unit::Count,
+        "Entries in a source's Redis Stream (sampled).",
+    ),
+    (
+        READY,
+        Unit::Count,
+        "1 while the store and sink answer readiness checks, else 0.",
+    ),
+    (
+        PROXY_REQUESTS_TOTAL,
+        Unit::Count,
+        "Idempotency-Key proxy requests by proxy and outcome.",
+    ),
+    (
+        PROXY_DURATION_SECONDS,
+        Unit::Seconds,
+        "Idempotency-Key proxy request latency by outcome.",
+    ),
+    (
+        PROXY_UPSTREAM_DURATION_SECONDS,
+        Unit::Seconds,
+        "Latency of the upstream exchange of proxied requests.",
+    ),
+    (
+        PROXY_CLAIMS_HELD,
+        Unit::Count,
+        "Idempotency keys this process is executing now (processing claims it holds).",
+    ),
+    (
+        PROXY_OLDEST_CLAIM_SECONDS,
+        Unit::Count,
+        "Age of the oldest processing claim this process holds; 0 when none (sampled).",
+    ),
+    (
+        PROXY_LEASE_TAKEOVERS_TOTAL,
+        Unit::Count,
+        "Claims taken over after their lease expired (the proxy holding them died).",
+    ),
+];
+
 /// The application's recorder and its text exposition.
 pub struct Metrics {
     recorder: PrometheusRecorder,
@@ -91,86 +172,7 @@ impl Metrics {
     }
 
     fn describe(&self) {
-        let help: [(&'static str, Unit, &'static str); 17] = [
-            (EVENTS_TOTAL, Unit::Count, "Events by source and outcome."),
-            (
-                DUPLICATE_HITS_TOTAL,
-                Unit::Count,
-                "Duplicate deliveries absorbed.",
-            ),
-            (
-                HTTP_REQUESTS_TOTAL,
-                Unit::Count,
-                "Webhook requests by source and status.",
-            ),
-            (
-                REQUEST_DURATION_SECONDS,
-                Unit::Seconds,
-                "Webhook request latency.",
-            ),
-            (
-                STORE_DURATION_SECONDS,
-                Unit::Seconds,
-                "Latency of store operations.",
-            ),
-            (
-                FORWARD_DURATION_SECONDS,
-                Unit::Seconds,
-                "Latency of forwarding one event.",
-            ),
-            (BUILD_INFO, Unit::Count, "Build information."),
-            (
-                REQUESTS_IN_FLIGHT,
-                Unit::Count,
-                "Webhook requests being handled.",
-            ),
-            (
-                LEASE_RECLAIMS_TOTAL,
-                Unit::Count,
-                "Claims taken over after an earlier lease expired (two-phase mode).",
-            ),
-            (
-                STREAM_LENGTH,
-                Unit::Count,
-                "Entries in a source's Redis Stream (sampled).",
-            ),
-            (
-                READY,
-                Unit::Count,
-                "1 while the store and sink answer readiness checks, else 0.",
-            ),
-            (
-                PROXY_REQUESTS_TOTAL,
-                Unit::Count,
-                "Idempotency-Key proxy requests by proxy and outcome.",
-            ),
-            (
-                PROXY_DURATION_SECONDS,
-                Unit::Seconds,
-                "Idempotency-Key proxy request latency by outcome.",
-            ),
-            (
-                PROXY_UPSTREAM_DURATION_SECONDS,
-                Unit::Seconds,
-                "Latency of the upstream exchange of proxied requests.",
-            ),
-            (
-                PROXY_CLAIMS_HELD,
-                Unit::Count,
-                "Idempotency keys this process is executing now (processing claims it holds).",
-            ),
-            (
-                PROXY_OLDEST_CLAIM_SECONDS,
-                Unit::Count,
-                "Age of the oldest processing claim this process holds; 0 when none (sampled).",
-            ),
-            (
-                PROXY_LEASE_TAKEOVERS_TOTAL,
-                Unit::Count,
-                "Claims taken over after their lease expired (the proxy holding them died).",
-            ),
-        ];
-        for (name, unit, text) in help {
+        for (name, unit, text) in HELP {
             let name = KeyName::from_const_str(name);
             let text = SharedString::const_str(text);
             match unit {

@@ -1,31 +1,59 @@
-//! `hookonce inspect` and `hookonce forget`: read or delete one event's dedup record in Redis.
+//! `hookonce inspect` and `hookonce forget`: read or delete one dedup record in Redis — a
+//! source's event (`inspect SOURCE EVENT_ID`) or a proxy's idempotency key
+//! (`inspect --proxy NAME --method POST --path /v1/orders [--principal 'Authorization=…']… KEY`).
+//!
+//! A proxy key's record is found by deriving it exactly as the proxy does; the principal's
+//! header values are hashed into it and never printed.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use hookonce::config::{Settings, StoreBackend};
+use hookonce::proxy::{self, response::StoredResponse};
 use hookonce::store::{Record, RedisStore};
 use hookonce::webhooks;
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
 use crate::runtime;
 
-pub(crate) fn run(
-    settings: &Settings,
-    source: &str,
-    event_id: &str,
-    forget: bool,
-) -> anyhow::Result<ExitCode> {
-    let (_, target) = webhooks::source(settings, source)?;
+/// Which record: `SOURCE EVENT_ID`, or with `--proxy` the Idempotency-Key.
+#[derive(clap::Args)]
+pub(crate) struct Lookup {
+    /// SOURCE EVENT_ID; with --proxy, the Idempotency-Key as a client sends it.
+    #[arg(required = true, num_args = 1..=2, value_name = "SOURCE EVENT_ID | KEY")]
+    args: Vec<String>,
+    /// The configured proxy whose key this is.
+    #[arg(long)]
+    proxy: Option<String>,
+    /// The request's method (with --proxy).
+    #[arg(long, default_value = "POST", requires = "proxy")]
+    method: String,
+    /// The request's path, without the query (with --proxy).
+    #[arg(long, requires = "proxy")]
+    path: Option<String>,
+    /// A scope header of the principal as `NAME=VALUE`, repeatable; absent headers are the
+    /// anonymous principal's.
+    #[arg(long = "principal", value_name = "NAME=VALUE", requires = "proxy")]
+    principals: Vec<String>,
+}
+
+/// Whose record a key is, which decides how it is printed.
+enum Kind {
+    Event { stream: String },
+    Proxy,
+}
+
+pub(crate) fn run(settings: &Settings, lookup: &Lookup, forget: bool) -> anyhow::Result<ExitCode> {
     if settings.store.backend != StoreBackend::Redis {
         bail!("the memory store keeps its records inside the running daemon; inspect and forget need store.backend = \"redis\"");
     }
-    let key = target.record_key(event_id);
+    let (key, kind) = locate(settings, lookup)?;
     runtime()?.block_on(async {
         let store = RedisStore::connect(&settings.store).await?;
         if forget {
             return Ok(if store.delete_record(&key).await? {
-                println!("forgot {key}: the next delivery of this event is forwarded again");
+                println!("forgot {key}: the next delivery or request with this key runs again");
                 ExitCode::SUCCESS
             } else {
                 println!("no record at {key}");
@@ -33,34 +61,101 @@ pub(crate) fn run(
             });
         }
         let Some((record, ttl_ms)) = store.get_record(&key).await? else {
-            println!("no record at {key}: the event was not seen within its dedup window");
+            println!("no record at {key}: not seen within its window");
             return Ok(ExitCode::from(1));
         };
         println!("key:         {key}");
-        match Record::parse(&record) {
-            Some(Record::Processing {
-                token,
-                fingerprint,
-                deadline_ms,
-            }) => {
-                println!("state:       processing (claimed, not yet completed)");
-                println!("token:       {token}");
-                println!("fingerprint: {fingerprint}");
-                println!("lease_until: {deadline_ms} (unix ms)");
-            }
-            parsed => {
-                let (entry, fingerprint) = match parsed {
-                    Some(Record::Done { ack, fingerprint }) => (ack, fingerprint),
-                    _ => (record.as_str(), ""),
-                };
-                println!("state:       done");
-                println!("stream:      {}", target.stream);
-                println!("entry_id:    {entry}");
-                println!("fingerprint: {fingerprint}");
-            }
+        match kind {
+            _ if show_processing(&record) => {}
+            Kind::Event { stream } => show_event_record(&record, &stream),
+            Kind::Proxy => show_proxy_record(&record),
         }
         let ttl = Duration::from_millis(ttl_ms.max(0) as u64);
         println!("expires_in:  {}", humantime::format_duration(ttl));
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The store key the arguments name.
+fn locate(settings: &Settings, lookup: &Lookup) -> anyhow::Result<(String, Kind)> {
+    match (&lookup.proxy, lookup.args.as_slice()) {
+        (Some(name), [idempotency_key]) => {
+            let Some(path) = &lookup.path else {
+                bail!("--proxy needs --path (the request's path, e.g. /v1/orders)");
+            };
+            let method = Method::from_bytes(lookup.method.as_bytes()).context("--method")?;
+            let principal = principal(&lookup.principals)?;
+            let key =
+                proxy::record_key_of(settings, name, &principal, &method, path, idempotency_key)?;
+            Ok((key, Kind::Proxy))
+        }
+        (Some(_), _) => bail!("with --proxy, give the Idempotency-Key only"),
+        (None, [source, event_id]) => {
+            let (_, target) = webhooks::source(settings, source)?;
+            let stream = target.stream.clone();
+            Ok((target.record_key(event_id), Kind::Event { stream }))
+        }
+        (None, _) => bail!("give SOURCE EVENT_ID, or --proxy NAME --path PATH KEY"),
+    }
+}
+
+/// The principal's scope headers from `NAME=VALUE` arguments.
+fn principal(pairs: &[String]) -> anyhow::Result<HeaderMap> {
+    let mut headers = HeaderMap::new();
+    for pair in pairs {
+        let Some((name, value)) = pair.split_once('=') else {
+            bail!("--principal takes NAME=VALUE, e.g. 'Authorization=Bearer …'");
+        };
+        // The value is a credential: no error message repeats it.
+        let name = HeaderName::from_bytes(name.trim().as_bytes())
+            .with_context(|| format!("--principal: {name:?} is not a header name"))?;
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| anyhow::anyhow!("--principal {name}: the value is not a header value"))?;
+        headers.append(name, value);
+    }
+    Ok(headers)
+}
+
+/// Prints the lease of a record being processed, the same for events and proxy keys.
+fn show_processing(record: &str) -> bool {
+    let Some(Record::Processing {
+        token, deadline_ms, ..
+    }) = Record::parse(record)
+    else {
+        return false;
+    };
+    println!("state:       processing (claimed, not yet completed)");
+    println!("token:       {token}");
+    println!("lease_until: {deadline_ms} (unix ms)");
+    true
+}
+
+fn show_event_record(record: &str, stream: &str) {
+    let (entry, fingerprint) = match Record::parse(record) {
+        Some(Record::Done { ack, fingerprint }) => (ack, fingerprint),
+        _ => (record, ""),
+    };
+    println!("state:       done");
+    println!("stream:      {stream}");
+    println!("entry_id:    {entry}");
+    println!("fingerprint: {fingerprint}");
+}
+
+fn show_proxy_record(record: &str) {
+    let stored = match Record::parse(record) {
+        Some(Record::Done { ack, .. }) => StoredResponse::decode(ack),
+        _ => None,
+    };
+    let Some(stored) = stored else {
+        println!("state:       unreadable ({} bytes)", record.len());
+        return;
+    };
+    println!("state:       completed");
+    println!("status:      {}", stored.status.as_u16());
+    println!("headers:     {}", stored.headers.len());
+    if stored.truncated {
+        println!("stored_body: none (over max_stored_body; replays answer an empty body)");
+    } else {
+        println!("stored_body: {} bytes", stored.body.len());
+    }
 }

@@ -78,10 +78,11 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
-    /// Show the dedup record of one event (Redis store).
-    Inspect { source: String, event_id: String },
-    /// Delete the dedup record of one event, so that a redelivery is forwarded again (Redis store).
-    Forget { source: String, event_id: String },
+    /// Show the dedup record of one event, or with --proxy of one Idempotency-Key (Redis store).
+    Inspect(inspect::Lookup),
+    /// Delete the dedup record of one event, so that a redelivery is forwarded again, or with
+    /// --proxy of one Idempotency-Key, so that its next request executes again (Redis store).
+    Forget(inspect::Lookup),
 }
 
 fn main() -> ExitCode {
@@ -124,8 +125,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 out,
             },
         ),
-        Command::Inspect { source, event_id } => inspect::run(&settings, &source, &event_id, false),
-        Command::Forget { source, event_id } => inspect::run(&settings, &source, &event_id, true),
+        Command::Inspect(lookup) => inspect::run(&settings, &lookup, false),
+        Command::Forget(lookup) => inspect::run(&settings, &lookup, true),
     }
 }
 

@@ -64,32 +64,7 @@ impl ProxySettings {
     pub(super) fn validate(&self, name: &str) -> Result<(), ConfigError> {
         let key = |k: &str| format!("proxies.{name}.{k}");
         validate_upstream(&self.upstream).map_err(|p| ConfigError::invalid(key("upstream"), p))?;
-        if self.methods.is_empty() {
-            return Err(ConfigError::invalid(
-                key("methods"),
-                "list at least one method",
-            ));
-        }
-        for method in &self.methods {
-            let token = !method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase());
-            if !token {
-                return Err(ConfigError::invalid(
-                    key("methods"),
-                    format!("{method:?} is not an upper-case HTTP method such as \"POST\""),
-                ));
-            }
-        }
-        for route in &self.routes {
-            validate_route(route).map_err(|p| ConfigError::invalid(key("routes"), p))?;
-        }
-        for header in &self.scope_headers {
-            if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
-                return Err(ConfigError::invalid(
-                    key("scope_headers"),
-                    format!("{header:?} is not a header name"),
-                ));
-            }
-        }
+        self.validate_matching(name)?;
         for (k, value) in [("ttl", self.ttl), ("lease", self.lease)] {
             if value.0 < Duration::from_secs(1) {
                 return Err(ConfigError::invalid(key(k), "must be at least 1s"));
@@ -123,6 +98,40 @@ impl ProxySettings {
                 return Err(ConfigError::invalid(
                     key("retry_statuses"),
                     format!("{status} is not an HTTP status"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ProxySettings {
+    /// `methods`, `routes` and `scope_headers`: which requests get idempotency, and for whom.
+    fn validate_matching(&self, name: &str) -> Result<(), ConfigError> {
+        let key = |k: &str| format!("proxies.{name}.{k}");
+        if self.methods.is_empty() {
+            return Err(ConfigError::invalid(
+                key("methods"),
+                "list at least one method",
+            ));
+        }
+        for method in &self.methods {
+            let token = !method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase());
+            if !token {
+                return Err(ConfigError::invalid(
+                    key("methods"),
+                    format!("{method:?} is not an upper-case HTTP method such as \"POST\""),
+                ));
+            }
+        }
+        for route in &self.routes {
+            validate_route(route).map_err(|p| ConfigError::invalid(key("routes"), p))?;
+        }
+        for header in &self.scope_headers {
+            if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+                return Err(ConfigError::invalid(
+                    key("scope_headers"),
+                    format!("{header:?} is not a header name"),
                 ));
             }
         }

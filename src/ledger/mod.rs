@@ -1,7 +1,8 @@
 //! The claim / complete / release ledger: who is forwarding an event right now, and what came of it.
 //!
 //! Two-phase forwarding uses it for sinks outside Redis (docs/design.md, "Two-phase mode"); it
-//! knows nothing of webhooks, so any front that must run a side effect once per key can use it.
+//! knows nothing of webhooks, so any front that must run a side effect once per key can use it:
+//! the Idempotency-Key proxy (`proxy::execute`) does, with the stored response as its done record.
 //! A claim writes a *processing* record with a random token and a lease; completing replaces it by
 //! a *done* record carrying the sink's acknowledgement; releasing deletes it (the side effect
 //! failed, so the next attempt may run it). Both formats are in [`crate::store::record`].

@@ -32,7 +32,7 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Re
 use bytes::Bytes;
 use http_body_util::BodyExt;
 
-use crate::config::Settings;
+use crate::config::{ConfigError, Settings};
 use crate::ledger::Ledger;
 use crate::metrics::{Metrics, ProxyMetrics};
 use crate::outcome::ProxyOutcome;
@@ -305,20 +305,63 @@ impl Proxy {
         let seconds = started.elapsed().as_secs_f64();
         self.metrics.request(outcome, seconds);
         let status = response.status().as_u16();
-        let log = |level| {
-            // Never the key's scope: the principal's header values stay out of every log.
-            if level == tracing::Level::DEBUG {
-                tracing::debug!(proxy = %self.name, outcome = outcome.label(), status, %method, path, latency_ms = seconds * 1e3, detail);
-            } else {
-                tracing::info!(proxy = %self.name, outcome = outcome.label(), status, %method, path, latency_ms = seconds * 1e3, detail);
-            }
-        };
-        log(match outcome {
-            ProxyOutcome::PassedThrough => tracing::Level::DEBUG,
-            _ => tracing::Level::INFO,
-        });
+        let latency_ms = seconds * 1e3;
+        // Never the scope headers or the key's record: the principal stays out of every log.
+        // Passed-through requests are the upstream's business; they log at debug only.
+        if outcome == ProxyOutcome::PassedThrough {
+            tracing::debug!(proxy = %self.name, outcome = outcome.label(), status, %method, path, latency_ms, detail);
+        } else {
+            tracing::info!(proxy = %self.name, outcome = outcome.label(), status, %method, path, latency_ms, detail);
+        }
         response
     }
+}
+
+/// Which store key `hookonce inspect` and `forget` read for the configured proxy `name`: the
+/// principal's scope headers in `principal`, and `key` as a client would send the header.
+pub fn record_key_of(
+    settings: &Settings,
+    name: &str,
+    principal: &HeaderMap,
+    method: &Method,
+    path: &str,
+    key: &str,
+) -> Result<String, ConfigError> {
+    let Some(proxy) = settings.proxies.get(name) else {
+        return Err(ConfigError::invalid(
+            format!("proxies.{name}"),
+            "no proxy of this name is configured",
+        ));
+    };
+    let Some(key) = key::parse(key.as_bytes()) else {
+        return Err(ConfigError::invalid(
+            "KEY",
+            "is not a valid Idempotency-Key",
+        ));
+    };
+    for name in principal.keys() {
+        if !proxy
+            .scope_headers
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(name.as_str()))
+        {
+            return Err(ConfigError::invalid(
+                "--principal",
+                format!(
+                    "{name} is not one of scope_headers {:?}",
+                    proxy.scope_headers
+                ),
+            ));
+        }
+    }
+    let names: Vec<HeaderName> = proxy
+        .scope_headers
+        .iter()
+        .filter_map(|h| HeaderName::from_bytes(h.as_bytes()).ok())
+        .collect();
+    let scope = Scope::of(principal, &names);
+    let prefix = &settings.store.key_prefix;
+    Ok(scope::record_key(prefix, name, &scope, method, path, &key))
 }
 
 fn failed(outcome: ProxyOutcome, error: UpstreamError) -> Reply {

@@ -2,7 +2,9 @@
 //!
 //! A record is either *done* — `"<acknowledgement> <fingerprint>"`, where the acknowledgement is
 //! the stream entry ID (atomic mode) or the sink's answer (two-phase mode) — or *processing* —
-//! `"p <token> <fingerprint> <lease deadline, unix ms>"`, written by a two-phase claim. Both
+//! `"p <token> <fingerprint> <lease deadline, unix ms>"`, written by a two-phase or proxy claim.
+//! An Idempotency-Key proxy's acknowledgement is its stored response, `r1.<base64>` (encoded by
+//! `proxy::response`), and its fingerprint 22 base64url characters. Both
 //! formats are part of the Redis layout operators read with `redis-cli` and `hookonce inspect`
 //! (docs/design.md, "Redis layout"); the Lua scripts in `forward::atomic` and `ledger::redis`
 //! write and match the same shapes.

@@ -7,6 +7,7 @@ mod crash;
 mod hostile_config;
 mod providers;
 mod proxy;
+mod proxy_cli;
 mod proxy_core;
 mod redis_store;
 mod server;

@@ -11,37 +11,61 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Router;
 use hookonce::config::ProxySettings;
+use tokio::sync::Semaphore;
 
 use crate::support::{Backend, TestApp};
 
-/// An upstream that numbers each request it executes and echoes what it saw.
-struct Upstream {
-    addr: SocketAddr,
-    executed: Arc<AtomicUsize>,
+/// An upstream that numbers each request it executes and echoes what it saw; a request may ask
+/// for another status (`x-answer-status`) or a body of some size (`x-answer-size`).
+pub(crate) struct Upstream {
+    pub addr: SocketAddr,
+    pub executed: Arc<AtomicUsize>,
+    /// Requests sent with `x-hold` wait for a permit here before answering.
+    pub gate: Arc<Semaphore>,
 }
 
-async fn upstream() -> Upstream {
+pub(crate) async fn upstream() -> Upstream {
     let executed = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(Semaphore::new(0));
+    let shared = (Arc::clone(&executed), Arc::clone(&gate));
     let app = Router::new()
         .fallback(
-            |State(n): State<Arc<AtomicUsize>>, headers: HeaderMap, body: Bytes| async move {
+            |State((n, gate)): State<Shared>, headers: HeaderMap, body: Bytes| async move {
                 let n = n.fetch_add(1, Ordering::SeqCst) + 1;
+                if headers.contains_key("x-hold") {
+                    gate.acquire().await.unwrap().forget();
+                }
                 let key = headers
                     .get("idempotency-key")
                     .map(|v| v.to_str().unwrap().to_owned());
                 let forwarded = headers.contains_key("x-forwarded-for");
-                let text = format!("run {n} key {key:?} fwd {forwarded} body {}", body.len());
-                (StatusCode::CREATED, [("x-run", n.to_string())], text)
+                let mut text = format!("run {n} key {key:?} fwd {forwarded} body {}", body.len());
+                let asked = |name| {
+                    headers
+                        .get(name)
+                        .map(|v| v.to_str().unwrap().parse().unwrap())
+                };
+                if let Some(size) = asked("x-answer-size") {
+                    text = "x".repeat(size as usize);
+                }
+                let status = StatusCode::from_u16(asked("x-answer-status").unwrap_or(201) as u16);
+                (status.unwrap(), [("x-run", n.to_string())], text)
             },
         )
-        .with_state(Arc::clone(&executed));
+        .with_state(shared);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    Upstream { addr, executed }
+    Upstream {
+        addr,
+        executed,
+        gate,
+    }
 }
 
-async fn proxied(backend: Backend, upstream: &Upstream) -> (TestApp, String) {
+type Shared = (Arc<AtomicUsize>, Arc<Semaphore>);
+
+pub(crate) async fn proxied(backend: Backend, upstream: &Upstream) -> (TestApp, String) {
     let settings = ProxySettings {
         listen: ([127, 0, 0, 1], 0).into(),
         upstream: format!("http://{}", upstream.addr),
@@ -122,4 +146,155 @@ async fn executes_once_and_replays_redis() {
 #[tokio::test]
 async fn executes_once_and_replays_memory() {
     executes_once_and_replays(Backend::Memory).await;
+}
+
+/// A keyed POST with extra headers.
+async fn post_with(
+    app: &TestApp,
+    url: &str,
+    key: &str,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut request = app
+        .client
+        .post(url)
+        .header("Idempotency-Key", key)
+        .body("{}");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap()
+}
+
+#[tokio::test]
+async fn retry_statuses_and_failures_release_the_claim() {
+    let upstream = upstream().await;
+    let (app, base) = proxied(Backend::Redis, &upstream).await;
+    let url = format!("{base}/v1/orders");
+    let busy = post_with(&app, &url, "k", &[("x-answer-status", "503")]).await;
+    assert_eq!(busy.status(), 503);
+    assert!(busy.headers().get("idempotency-replayed").is_none());
+    // Released: the retry executes again, and a stored 4xx is replayed.
+    let rejected = post_with(&app, &url, "k", &[("x-answer-status", "409")]).await;
+    assert_eq!(rejected.status(), 409);
+    assert_eq!(rejected.headers()["x-run"], "2");
+    let replayed = post_with(&app, &url, "k", &[]).await;
+    assert_eq!(replayed.status(), 409);
+    assert_eq!(replayed.headers()["idempotency-replayed"], "true");
+    assert_eq!(upstream.executed.load(Ordering::SeqCst), 2);
+    let labels = [("proxy", "orders"), ("outcome", "released")];
+    assert_eq!(
+        app.metric("hookonce_proxy_requests_total", &labels).await,
+        1.0
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_502_and_released() {
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let upstream = Upstream {
+        addr,
+        executed: Arc::default(),
+        gate: Arc::new(Semaphore::new(0)),
+    };
+    let (app, base) = proxied(Backend::Memory, &upstream).await;
+    let url = format!("{base}/v1/orders");
+    for _ in 0..2 {
+        let response = post_with(&app, &url, "k", &[]).await;
+        assert_eq!(response.status(), 502);
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/problem+json"
+        );
+    }
+    let labels = [("proxy", "orders"), ("outcome", "released")];
+    assert_eq!(
+        app.metric("hookonce_proxy_requests_total", &labels).await,
+        2.0
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_oversized_response_is_passed_through_and_replayed_without_its_body() {
+    let upstream = upstream().await;
+    let (app, base) = proxied(Backend::Redis, &upstream).await;
+    let url = format!("{base}/v1/orders");
+    let big = ((1 << 20) + 10).to_string();
+    let first = post_with(&app, &url, "k", &[("x-answer-size", &big)]).await;
+    assert_eq!(first.status(), 201);
+    assert_eq!(first.bytes().await.unwrap().len(), (1 << 20) + 10);
+    let replay = post_with(&app, &url, "k", &[("x-answer-size", &big)]).await;
+    assert_eq!(replay.status(), 201);
+    assert_eq!(replay.headers()["idempotency-replay-truncated"], "true");
+    assert_eq!(replay.headers()["content-length"], "0");
+    assert!(replay.bytes().await.unwrap().is_empty());
+    assert_eq!(upstream.executed.load(Ordering::SeqCst), 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn with_the_store_down_keyed_requests_fail_closed_and_others_pass() {
+    let upstream = upstream().await;
+    let (mut app, base) = proxied(Backend::Redis, &upstream).await;
+    app.redis.as_mut().unwrap().kill();
+    let url = format!("{base}/v1/orders");
+    let refused = post_with(&app, &url, "k", &[]).await;
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().contains_key("retry-after"));
+    assert_eq!(upstream.executed.load(Ordering::SeqCst), 0);
+    assert_eq!(app.client.get(&url).send().await.unwrap().status(), 201);
+    assert_eq!(post(&app, &url, None, "{}").await.status(), 201);
+    app.redis.as_mut().unwrap().restart();
+    crate::support::eventually(10, "the store to recover", || {
+        let response = post_with(&app, &url, "k2", &[]);
+        async move { response.await.status() == 201 }
+    })
+    .await;
+    app.stop().await;
+}
+
+async fn a_duplicate_in_flight_is_409_and_a_changed_payload_422(backend: Backend) {
+    let upstream = upstream().await;
+    let (app, base) = proxied(backend, &upstream).await;
+    let url = format!("{base}/v1/orders");
+    let first = tokio::spawn({
+        let request = app
+            .client
+            .post(&url)
+            .header("Idempotency-Key", "k")
+            .header("x-hold", "1");
+        async move { request.body("{}").send().await.unwrap() }
+    });
+    let held = [("proxy", "orders")];
+    crate::support::eventually(10, "the first request to hold its claim", || {
+        let app = &app;
+        async move { app.metric("hookonce_proxy_claims_held", &held).await == 1.0 }
+    })
+    .await;
+    let duplicate = post_with(&app, &url, "k", &[]).await;
+    assert_eq!(duplicate.status(), 409);
+    assert!(duplicate.headers().contains_key("retry-after"));
+    let changed = post(&app, &url, Some("k"), "{\"changed\":1}").await;
+    assert_eq!(changed.status(), 422);
+    upstream.gate.add_permits(1);
+    assert_eq!(first.await.unwrap().status(), 201);
+    let replay = post_with(&app, &url, "k", &[]).await;
+    assert_eq!(replay.headers()["idempotency-replayed"], "true");
+    assert_eq!(upstream.executed.load(Ordering::SeqCst), 1);
+    assert_eq!(app.metric("hookonce_proxy_claims_held", &held).await, 0.0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_duplicate_in_flight_is_409_and_a_changed_payload_422_redis() {
+    a_duplicate_in_flight_is_409_and_a_changed_payload_422(Backend::Redis).await;
+}
+
+#[tokio::test]
+async fn a_duplicate_in_flight_is_409_and_a_changed_payload_422_memory() {
+    a_duplicate_in_flight_is_409_and_a_changed_payload_422(Backend::Memory).await;
 }

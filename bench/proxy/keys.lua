@@ -2,6 +2,7 @@
 -- unique Idempotency-Key per request, or the fixed one in PROXY_BENCH_KEY (the replay case).
 -- done() prints one JSON line that the run script reads.
 local fixed = os.getenv("PROXY_BENCH_KEY")
+if fixed == "" then fixed = nil end -- the run script passes an empty value for unique keys
 local run = os.getenv("PROXY_BENCH_RUN") or tostring(os.time())
 local body = '{"sku":"sku_42","quantity":1,"customer":"cus_0123456789"}'
 local threads = {}

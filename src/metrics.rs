@@ -23,6 +23,8 @@ pub const STORE_DURATION_SECONDS: &str = "hookonce_store_duration_seconds";
 pub const FORWARD_DURATION_SECONDS: &str = "hookonce_forward_duration_seconds";
 pub const BUILD_INFO: &str = "hookonce_build_info";
 pub const REQUESTS_IN_FLIGHT: &str = "hookonce_requests_in_flight";
+pub const BODY_READS_IN_FLIGHT: &str = "hookonce_body_reads_in_flight";
+pub const BODY_MEMORY_BYTES: &str = "hookonce_body_memory_bytes";
 pub const LEASE_RECLAIMS_TOTAL: &str = "hookonce_lease_reclaims_total";
 pub const STREAM_LENGTH: &str = "hookonce_stream_length";
 pub const READY: &str = "hookonce_ready";
@@ -34,9 +36,11 @@ pub const PROXY_OLDEST_CLAIM_SECONDS: &str = "hookonce_proxy_oldest_claim_second
 pub const PROXY_LEASE_TAKEOVERS_TOTAL: &str = "hookonce_proxy_lease_takeovers_total";
 
 /// Metric names that are gauges (the others are counters or, ending in `_seconds`, histograms).
-const GAUGES: [&str; 6] = [
+const GAUGES: [&str; 8] = [
     BUILD_INFO,
     REQUESTS_IN_FLIGHT,
+    BODY_READS_IN_FLIGHT,
+    BODY_MEMORY_BYTES,
     STREAM_LENGTH,
     READY,
     PROXY_CLAIMS_HELD,
@@ -46,8 +50,9 @@ const GAUGES: [&str; 6] = [
 /// Label value for requests whose source is not configured.
 pub const UNKNOWN_SOURCE: &str = "_unknown";
 
-/// Status codes the daemon answers on webhook routes; others are registered on first use.
-const KNOWN_STATUSES: [u16; 9] = [200, 400, 401, 404, 409, 413, 422, 500, 503];
+/// Status codes the daemon answers on webhook routes, and those hyper and the router answer
+/// before the handler (405, 431); others (414) are registered on first use.
+const KNOWN_STATUSES: [u16; 12] = [200, 400, 401, 404, 405, 408, 409, 413, 422, 431, 500, 503];
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -55,7 +60,7 @@ const LATENCY_BUCKETS: &[f64] = &[
 ];
 
 /// Every metric's unit and help text.
-const HELP: [(&str, Unit, &str); 17] = [
+const HELP: [(&str, Unit, &str); 19] = [
     (EVENTS_TOTAL, Unit::Count, "Events by source and outcome."),
     (
         DUPLICATE_HITS_TOTAL,
@@ -86,7 +91,17 @@ const HELP: [(&str, Unit, &str); 17] = [
     (
         REQUESTS_IN_FLIGHT,
         Unit::Count,
-        "Webhook requests being handled.",
+        "Requests admitted (a webhook's body is in) and being handled.",
+    ),
+    (
+        BODY_READS_IN_FLIGHT,
+        Unit::Count,
+        "Webhook request bodies being received, before admission.",
+    ),
+    (
+        BODY_MEMORY_BYTES,
+        Unit::Bytes,
+        "Bytes of webhook request bodies held in memory (of server.body_memory_limit).",
     ),
     (
         LEASE_RECLAIMS_TOTAL,
@@ -139,8 +154,12 @@ const HELP: [(&str, Unit, &str); 17] = [
 pub struct Metrics {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
-    /// Webhook requests admitted and not yet answered.
+    /// Requests admitted (a webhook's body read) and not yet answered.
     pub in_flight: Gauge,
+    /// Webhook request bodies being read, before admission.
+    body_reads: Gauge,
+    /// Bytes of request bodies held in memory.
+    body_memory: Gauge,
     /// 1 while the store (and sink) answered the last readiness check, else 0.
     pub ready: Gauge,
 }
@@ -154,11 +173,17 @@ impl Metrics {
         let handle = recorder.handle();
         let in_flight =
             recorder.register_gauge(&Key::from_static_name(REQUESTS_IN_FLIGHT), &metadata());
+        let body_reads =
+            recorder.register_gauge(&Key::from_static_name(BODY_READS_IN_FLIGHT), &metadata());
+        let body_memory =
+            recorder.register_gauge(&Key::from_static_name(BODY_MEMORY_BYTES), &metadata());
         let ready = recorder.register_gauge(&Key::from_static_name(READY), &metadata());
         let metrics = Self {
             recorder,
             handle,
             in_flight,
+            body_reads,
+            body_memory,
             ready,
         };
         metrics.describe();
@@ -242,6 +267,14 @@ impl Metrics {
         }
     }
 
+    /// The gauges of bodies being received and held.
+    pub fn body_gauges(&self) -> BodyGauges {
+        BodyGauges {
+            reading: self.body_reads.clone(),
+            memory_bytes: self.body_memory.clone(),
+        }
+    }
+
     /// Handles for one Idempotency-Key proxy.
     pub fn proxy(&self, proxy: &str) -> ProxyMetrics {
         let label = || Label::new("proxy", proxy.to_owned());
@@ -278,6 +311,13 @@ fn metadata() -> Metadata<'static> {
     Metadata::new(module_path!(), metrics::Level::INFO, None)
 }
 
+/// `hookonce_body_reads_in_flight` and `hookonce_body_memory_bytes`, for the body reader.
+#[derive(Clone)]
+pub struct BodyGauges {
+    pub reading: Gauge,
+    pub memory_bytes: Gauge,
+}
+
 /// Pre-registered handles for one source (or for `_unknown`).
 pub struct SourceMetrics {
     source: String,
@@ -305,6 +345,16 @@ impl SourceMetrics {
     /// Counts one finished request.
     pub fn request(&self, metrics: &Metrics, outcome: Outcome, status: u16, seconds: f64) {
         self.durations[outcome.index()].record(seconds);
+        self.status(metrics, status);
+    }
+
+    /// Counts one request refused before the webhook handler (by hyper or the router): it has
+    /// a status but no outcome and no event, and is not timed.
+    pub fn refused(&self, metrics: &Metrics, status: u16) {
+        self.status(metrics, status);
+    }
+
+    fn status(&self, metrics: &Metrics, status: u16) {
         match self.statuses.iter().find(|(s, _)| *s == status) {
             Some((_, counter)) => counter.increment(1),
             None => metrics

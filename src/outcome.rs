@@ -14,10 +14,14 @@ pub enum Outcome {
     TooLarge,
     Unavailable,
     UnknownSource,
+    /// The client went away before its body was complete: nobody hears the answer.
+    Aborted,
+    /// The body was not complete within `server.body_read_timeout`.
+    BodyTimeout,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 10] = [
+    pub const ALL: [Outcome; 12] = [
         Outcome::Forwarded,
         Outcome::Duplicate,
         Outcome::InFlight,
@@ -28,6 +32,8 @@ impl Outcome {
         Outcome::TooLarge,
         Outcome::Unavailable,
         Outcome::UnknownSource,
+        Outcome::Aborted,
+        Outcome::BodyTimeout,
     ];
 
     /// The metric label and the `error` field of rejection bodies.
@@ -43,6 +49,8 @@ impl Outcome {
             Outcome::TooLarge => "too_large",
             Outcome::Unavailable => "unavailable",
             Outcome::UnknownSource => "unknown_source",
+            Outcome::Aborted => "aborted",
+            Outcome::BodyTimeout => "body_timeout",
         }
     }
 
@@ -67,6 +75,22 @@ impl Outcome {
             Outcome::InFlight => 3,
             Outcome::Unavailable => 4,
             _ => 5,
+        }
+    }
+
+    /// The outcome that speaks for a request from those of its events: the most pressing
+    /// refusal ([`Outcome::severity`]), else `forwarded` when any event reached the queue now,
+    /// else `duplicate`. So a batch with one new event among duplicates is a forwarded request.
+    pub fn of_request(events: &[Outcome]) -> Outcome {
+        let worst = events
+            .iter()
+            .copied()
+            .max_by_key(|o| o.severity())
+            .unwrap_or(Outcome::Malformed);
+        if worst == Outcome::Duplicate && events.contains(&Outcome::Forwarded) {
+            Outcome::Forwarded
+        } else {
+            worst
         }
     }
 }

@@ -2,7 +2,13 @@
 //!
 //! Connections are served by hyper directly (rather than `axum::serve`) because hyper is where a
 //! header-read timeout and a graceful, bounded drain can be set: a client that trickles its headers
-//! is cut off, and SIGTERM stops accepting, lets in-flight requests finish, then returns.
+//! is cut off, and SIGTERM stops accepting, lets in-flight requests finish, then returns. It is
+//! also where a connection's error says that hyper refused a request head (400, 414, 431), which
+//! is counted like the requests the router refuses (404, 405).
+//!
+//! Admission (`server.max_in_flight`) comes after a webhook's body is in, never before: a body is
+//! read under its own deadline and memory budget (`webhooks::body`), so clients that send headers
+//! and then stall cannot hold the permits that signed deliveries need.
 //!
 //! Listeners: the webhook listener (`server.listen`), the metrics listener
 //! (`server.metrics_listen`) and one per Idempotency-Key proxy (`proxies.NAME.listen`), which
@@ -22,8 +28,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{ConnectInfo, Path, Request, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -37,6 +44,7 @@ use tower::ServiceExt;
 use crate::app::App;
 use crate::config::Settings;
 use crate::proxy::Proxy;
+use crate::util::scopeguard;
 
 /// The routes of the webhook listener.
 pub fn router(app: Arc<App>) -> Router {
@@ -44,6 +52,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/webhooks/{source}", post(webhook))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)
 }
 
@@ -56,16 +66,64 @@ pub fn metrics_router(app: Arc<App>) -> Router {
 
 async fn webhook(
     State(app): State<Arc<App>>,
-    Path(source): Path<String>,
+    source: Result<Path<String>, PathRejection>,
     request: Request<Body>,
 ) -> Response {
+    // A name that does not decode (`/webhooks/%FF`) names no configured source.
+    let source = source.map(|Path(name)| name).unwrap_or_default();
+    let (parts, body) = request.into_parts();
+    let received = match app.ingest.receive(source, parts.headers, body).await {
+        Ok(received) => received,
+        Err(answered) => return answered,
+    };
+    // The permit is taken only now that the body is in: a client that stalls its body has been
+    // cut by its deadline above without ever holding one.
     let Ok(_permit) = app.in_flight.try_acquire() else {
-        return app.ingest.overloaded(&source);
+        return app.ingest.overloaded(received);
     };
     app.metrics.in_flight.increment(1.0);
     let _in_flight = scopeguard(|| app.metrics.in_flight.decrement(1.0));
-    let (parts, body) = request.into_parts();
-    app.ingest.handle(&source, parts.headers, body).await
+    app.ingest.process(received).await
+}
+
+/// Any path without a route; counted, so that scanners and misrouted providers show up.
+async fn not_found(State(app): State<Arc<App>>, uri: Uri) -> StatusCode {
+    app.ingest
+        .refused(webhook_source(uri.path()), StatusCode::NOT_FOUND);
+    StatusCode::NOT_FOUND
+}
+
+/// Another method on a route (`GET /webhooks/stripe`); the router adds the `Allow` header.
+async fn method_not_allowed(State(app): State<Arc<App>>, uri: Uri) -> StatusCode {
+    app.ingest
+        .refused(webhook_source(uri.path()), StatusCode::METHOD_NOT_ALLOWED);
+    StatusCode::METHOD_NOT_ALLOWED
+}
+
+/// The source segment of a webhook path, as written; `Ingest::refused` counts it only when it is
+/// a configured name, so no raw path becomes a label value.
+fn webhook_source(path: &str) -> Option<&str> {
+    path.strip_prefix("/webhooks/")
+}
+
+/// The status hyper answered a request head it could not parse with (it answers those itself,
+/// before any route), or `None` when it sent nothing: a connection that closed, broke or timed
+/// out, or an HTTP/2 preface.
+fn refused_status(error: &hyper::Error) -> Option<StatusCode> {
+    if !error.is_parse() || error.is_parse_version_h2() || error.is_parse_status() {
+        return None;
+    }
+    if error.is_parse_too_large() {
+        // hyper answers 414 when the URI alone is over its limit and 431 when the whole head is;
+        // its error tells the two apart only in its message.
+        let uri = error.to_string().contains("URI");
+        return Some(if uri {
+            StatusCode::URI_TOO_LONG
+        } else {
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+        });
+    }
+    Some(StatusCode::BAD_REQUEST)
 }
 
 /// The router of one proxy's listener: every method and path goes to the proxy.
@@ -84,19 +142,6 @@ async fn proxied(
     app.metrics.in_flight.increment(1.0);
     let _in_flight = scopeguard(|| app.metrics.in_flight.decrement(1.0));
     proxy.handle(request, peer).await
-}
-
-/// Runs `f` when dropped, also when the request future is cancelled.
-fn scopeguard(f: impl FnOnce()) -> impl Drop {
-    struct Guard<F: FnOnce()>(Option<F>);
-    impl<F: FnOnce()> Drop for Guard<F> {
-        fn drop(&mut self) {
-            if let Some(f) = self.0.take() {
-                f();
-            }
-        }
-    }
-    Guard(Some(f))
 }
 
 async fn ready(State(app): State<Arc<App>>) -> Response {
@@ -175,14 +220,17 @@ impl Listeners {
 /// `server.shutdown_timeout` and returns.
 pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Output = ()>) {
     let drain = app.settings.server.shutdown_timeout.0;
+    // Only the webhook listener's refusals are counted: `/metrics` is not a webhook route, and
+    // a proxy counts its own requests.
     let mut served = vec![
-        (listeners.http, router(Arc::clone(&app))),
-        (listeners.metrics, metrics_router(Arc::clone(&app))),
+        (listeners.http, router(Arc::clone(&app)), true),
+        (listeners.metrics, metrics_router(Arc::clone(&app)), false),
     ];
     for (name, listener) in listeners.proxies {
         match app.proxy(&name) {
             Some(proxy) => {
-                served.push((listener, proxy_router(Arc::clone(&app), Arc::clone(proxy))))
+                let router = proxy_router(Arc::clone(&app), Arc::clone(proxy));
+                served.push((listener, router, false));
             }
             None => tracing::warn!(
                 message = "No proxy of this name; its listener is closed.",
@@ -193,12 +241,16 @@ pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Outp
     let graceful = Arc::new(GracefulShutdown::new());
     let (stop, stopped) = watch::channel(false);
     let mut loops = tokio::task::JoinSet::new();
-    for (listener, router) in served {
+    for (listener, router, count_refused) in served {
         let graceful = Arc::clone(&graceful);
+        let served = Served {
+            router,
+            count_refused,
+        };
         loops.spawn(accept_loop(
             Arc::clone(&app),
             listener,
-            router,
+            served,
             graceful,
             stopped.clone(),
         ));
@@ -220,12 +272,18 @@ pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Outp
     }
 }
 
-/// Accepts connections on one listener until `stopped` turns true, serving each with `router`;
+/// What one listener serves: its router, and whether the requests hyper refuses on it are counted.
+struct Served {
+    router: Router,
+    count_refused: bool,
+}
+
+/// Accepts connections on one listener until `stopped` turns true, serving each with its router;
 /// the peer's address reaches handlers as `ConnectInfo`.
 fn accept_loop(
     app: Arc<App>,
     listener: TcpListener,
-    router: Router,
+    served: Served,
     graceful: Arc<GracefulShutdown>,
     mut stopped: watch::Receiver<bool>,
 ) -> impl Future<Output = ()> + Send + 'static {
@@ -246,20 +304,24 @@ fn accept_loop(
                 }
             };
             let _ = stream.set_nodelay(true);
-            let service =
-                router
-                    .clone()
-                    .map_request(move |mut request: Request<hyper::body::Incoming>| {
-                        request.extensions_mut().insert(ConnectInfo(peer));
-                        request
-                    });
+            let service = served.router.clone().map_request(
+                move |mut request: Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(ConnectInfo(peer));
+                    request
+                },
+            );
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout)
                 .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
             let connection = graceful.watch(connection);
+            let counted = served.count_refused.then(|| Arc::clone(&app));
             tokio::spawn(async move {
-                let _ = connection.await;
+                if let (Err(error), Some(app)) = (connection.await, counted) {
+                    if let Some(status) = refused_status(&error) {
+                        app.ingest.refused(None, status);
+                    }
+                }
             });
         }
     }

@@ -1,4 +1,5 @@
-//! Small pieces every layer uses: a boxed future for trait objects, and the wall clock in ms.
+//! Small pieces every layer uses: a boxed future for trait objects, the wall clock in ms, an
+//! error's causes on one line, and a guard that runs code when a scope ends.
 //!
 //! A leaf: it imports nothing of the crate, so any module may use it without creating a cycle.
 
@@ -13,4 +14,30 @@ pub fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Runs `f` when dropped, also when the future holding it is cancelled (a client that goes away
+/// cancels its request's handler), so that gauges incremented before it are always decremented.
+pub fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
+}
+
+/// An error and its causes on one line, for logs.
+pub fn error_chain<E: std::error::Error>(error: &E) -> String {
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(error);
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    text
 }

@@ -16,6 +16,9 @@ pub(crate) fn init(
     use std::io::Write;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // async-nats logs the server address, credentials included, at debug level; cap it at info
+    // whatever RUST_LOG asks for, so that no password reaches the log.
+    let filter = filter.add_directive("async_nats=info".parse().expect("a valid directive"));
     // The stdout sink owns stdout: logs go to stderr then, so that events stay one JSON per line.
     let to_stderr = settings.sink.kind == SinkKind::Stdout;
     let (terminal, out): (bool, Box<dyn Write + Send>) = if to_stderr {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::values::{ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE, MAX_TIMEOUT};
 use super::{ByteSize, ConfigError, HumanDuration};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -65,17 +66,12 @@ impl ProxySettings {
         let key = |k: &str| format!("proxies.{name}.{k}");
         validate_upstream(&self.upstream).map_err(|p| ConfigError::invalid(key("upstream"), p))?;
         self.validate_matching(name)?;
-        for (k, value) in [("ttl", self.ttl), ("lease", self.lease)] {
-            if value.0 < Duration::from_secs(1) {
-                return Err(ConfigError::invalid(key(k), "must be at least 1s"));
-            }
-        }
-        if self.upstream_timeout.0.is_zero() {
-            return Err(ConfigError::invalid(
-                key("upstream_timeout"),
-                "must be above zero",
-            ));
-        }
+        let second = Duration::from_secs(1);
+        self.ttl.check(key("ttl"), second, MAX_DEDUP_TTL)?;
+        self.lease.check(key("lease"), second, MAX_LEASE)?;
+        self.upstream_timeout
+            .check(key("upstream_timeout"), ABOVE_ZERO, MAX_TIMEOUT)?;
+        self.wait.check(key("wait"), Duration::ZERO, MAX_LEASE)?;
         // A claim must outlive its request upstream, or a retry could take over a live claim
         // and run the request twice.
         if self.lease.0 < self.upstream_timeout.0 {
@@ -145,6 +141,11 @@ fn validate_upstream(upstream: &str) -> Result<(), String> {
         .or_else(|| upstream.strip_prefix("https://"))
         .ok_or_else(|| format!("{upstream:?} must start with http:// or https://"))?;
     let authority = rest.split('/').next().unwrap_or("");
+    // Credentials in the URL would be printed by check-config and logged with errors; the
+    // upstream authenticates clients by their own headers, which pass through.
+    if authority.contains('@') {
+        return Err("must not carry user information (user:password@)".to_owned());
+    }
     let uri: Result<http::Uri, _> = upstream.parse();
     if authority.is_empty() || uri.is_err() || upstream.contains(['?', '#']) {
         return Err(format!(
@@ -196,6 +197,10 @@ mod tests {
         let cases: Vec<(&str, Change)> = vec![
             ("upstream", Box::new(|s| s.upstream = "orders:3000".into())),
             ("upstream", Box::new(|s| s.upstream = "http://".into())),
+            (
+                "upstream",
+                Box::new(|s| s.upstream = "http://u:p@orders".into()),
+            ),
             ("methods", Box::new(|s| s.methods = vec!["post".into()])),
             ("methods", Box::new(|s| s.methods.clear())),
             ("routes", Box::new(|s| s.routes = vec!["v1/orders".into()])),

@@ -14,11 +14,20 @@ pub struct ServerSettings {
     /// `GET /metrics`.
     pub metrics_listen: SocketAddr,
     pub body_limit: ByteSize,
+    /// Upper bound on receiving a request's body, from its headers on; a body still incomplete
+    /// then is answered 408. It is short and separate from `request_timeout` so that a client
+    /// that trickles its body cannot hold a connection, or the daemon's attention, for long.
+    pub body_read_timeout: HumanDuration,
+    /// Bytes of request bodies held in memory at once, over all connections; a body that would
+    /// go over it gets 503. Capacity is taken by the bytes a client has sent, not by the bytes it
+    /// declared, so stalled bodies hold next to nothing.
+    pub body_memory_limit: ByteSize,
     /// Upper bound on handling one request, from its headers to the response.
     pub request_timeout: HumanDuration,
     /// Upper bound on receiving a request's headers; a slow client is disconnected after it.
     pub header_read_timeout: HumanDuration,
-    /// Requests handled at once; beyond it new requests get 503 + `Retry-After`.
+    /// Requests handled at once once their body is in; beyond it new requests get 503 +
+    /// `Retry-After`.
     pub max_in_flight: usize,
     /// How long SIGTERM waits for in-flight requests before exiting.
     pub shutdown_timeout: HumanDuration,
@@ -32,6 +41,8 @@ impl Default for ServerSettings {
             listen: ([0, 0, 0, 0], 8080).into(),
             metrics_listen: ([0, 0, 0, 0], 9090).into(),
             body_limit: ByteSize(1 << 20),
+            body_read_timeout: secs(5),
+            body_memory_limit: ByteSize(256 << 20),
             request_timeout: secs(10),
             header_read_timeout: secs(5),
             max_in_flight: 1024,
@@ -128,6 +139,13 @@ impl ServerSettings {
                 "must be above zero",
             ));
         }
+        if self.body_memory_limit.0 < self.body_limit.0 {
+            return Err(ConfigError::invalid(
+                "server.body_memory_limit",
+                "must be at least server.body_limit, or a body of the largest allowed size could \
+                 never be read",
+            ));
+        }
         if self.max_in_flight == 0 {
             return Err(ConfigError::invalid(
                 "server.max_in_flight",
@@ -139,6 +157,7 @@ impl ServerSettings {
         for (key, value) in [
             ("server.request_timeout", self.request_timeout),
             ("server.header_read_timeout", self.header_read_timeout),
+            ("server.body_read_timeout", self.body_read_timeout),
         ] {
             value.check(key, ABOVE_ZERO, MAX_TIMEOUT)?;
         }

@@ -1,9 +1,11 @@
 //! One request's pipeline, and the one place where outcomes become HTTP answers
 //! (docs/design.md, "Outcomes and status codes").
 //!
-//! body limit → provider verification over the raw bytes → forward each event → acknowledge.
-//! Every request ends in exactly one [`Reply`]: it is counted, logged once and turned into a
-//! response here, whichever step it stopped at.
+//! body (bounded: [`super::body`]) → admission (the server's) → provider verification over the
+//! raw bytes → forward each event → acknowledge. Every request ends in exactly one [`Reply`]: it
+//! is counted, logged once and turned into a response here, whichever step it stopped at.
+//! Requests refused before they reach this pipeline (by hyper or the router) are counted here too,
+//! by [`Ingest::refused`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,13 +15,13 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 
+use super::body::{BodyReader, ReceivedBody};
 use super::Source;
-use crate::forward::{Delivery, ForwardError, Forwarded, Forwarder, Target};
+use crate::forward::{Delivery, Forwarded, Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics, UNKNOWN_SOURCE};
 use crate::outcome::Outcome;
-use crate::util::unix_ms;
+use crate::util::{error_chain, unix_ms};
 use crate::webhooks::providers::{Ack, RawRequest, Verified, VerifiedEvent, VerifyError};
 
 /// The request pipeline shared by every connection.
@@ -29,9 +31,17 @@ pub struct Ingest {
     forwarder: Arc<dyn Forwarder>,
     metrics: Arc<Metrics>,
     forward_latency: metrics::Histogram,
-    body_limit: usize,
+    body: BodyReader,
     request_timeout: Duration,
     retry_after: HeaderValue,
+}
+
+/// A request whose body is in, waiting to be admitted and handled.
+pub struct Received {
+    source: String,
+    headers: HeaderMap,
+    body: ReceivedBody,
+    started: Instant,
 }
 
 /// How a request ended: the outcome that speaks for it, and what to send back.
@@ -65,7 +75,7 @@ impl Ingest {
         sources: HashMap<String, Source>,
         forwarder: Arc<dyn Forwarder>,
         metrics: Arc<Metrics>,
-        body_limit: usize,
+        body: BodyReader,
         request_timeout: Duration,
         retry_after_secs: u32,
     ) -> Self {
@@ -76,7 +86,7 @@ impl Ingest {
             forwarder,
             metrics,
             forward_latency,
-            body_limit,
+            body,
             request_timeout,
             retry_after: HeaderValue::from(retry_after_secs),
         }
@@ -91,37 +101,77 @@ impl Ingest {
         &self.forwarder
     }
 
-    /// Answers a request that could not be admitted (too many in flight).
-    pub fn overloaded(&self, source: &str) -> Response {
-        let reply = Reply::rejected(Outcome::Unavailable, "too many requests in flight");
-        self.finish(source, reply, Instant::now())
-    }
-
-    /// Handles `POST /webhooks/{source}`.
-    pub async fn handle(&self, source: &str, headers: HeaderMap, body: Body) -> Response {
+    /// The first step of `POST /webhooks/{source}`: the source and the whole body. A request
+    /// that ends here (an unknown source, a body too large, too slow, cut short or over the memory
+    /// budget) is answered and counted here, without ever being admitted.
+    pub async fn receive(
+        &self,
+        source: String,
+        headers: HeaderMap,
+        body: Body,
+    ) -> Result<Received, Response> {
         let started = Instant::now();
-        let reply =
-            match tokio::time::timeout(self.request_timeout, self.pipeline(source, &headers, body))
-                .await
-            {
-                Ok(reply) => reply,
-                Err(_) => Reply::rejected(Outcome::Unavailable, "request timed out"),
-            };
-        self.finish(source, reply, started)
+        if !self.sources.contains_key(&source) {
+            let reply = Reply::rejected(Outcome::UnknownSource, "no such source");
+            return Err(self.finish(&source, reply, started));
+        }
+        match self.body.read(&headers, body).await {
+            Ok(body) => Ok(Received {
+                source,
+                headers,
+                body,
+                started,
+            }),
+            Err(error) => {
+                let reply = Reply::rejected(error.outcome(), error_chain(&error));
+                Err(self.finish(&source, reply, started))
+            }
+        }
     }
 
-    async fn pipeline(&self, name: &str, headers: &HeaderMap, body: Body) -> Reply {
-        let Some(source) = self.sources.get(name) else {
+    /// Answers a received request that could not be admitted (too many in flight).
+    pub fn overloaded(&self, request: Received) -> Response {
+        let reply = Reply::rejected(Outcome::Unavailable, "too many requests in flight");
+        self.finish(&request.source, reply, request.started)
+    }
+
+    /// The rest of an admitted request, within what is left of `server.request_timeout`.
+    pub async fn process(&self, request: Received) -> Response {
+        let left = self
+            .request_timeout
+            .saturating_sub(request.started.elapsed());
+        let reply = match tokio::time::timeout(left, self.pipeline(&request)).await {
+            Ok(reply) => reply,
+            Err(_) => Reply::rejected(Outcome::Unavailable, "request timed out"),
+        };
+        self.finish(&request.source, reply, request.started)
+    }
+
+    /// Counts (and logs) a request that hyper or the router refused before it reached
+    /// [`Ingest::receive`]: under its source when `source` names a configured one, else under
+    /// `_unknown`. It carries no event, so only `hookonce_http_requests_total` counts it.
+    pub fn refused(&self, source: Option<&str>, status: StatusCode) {
+        let (label, metrics) = match source.and_then(|name| self.sources.get_key_value(name)) {
+            Some((name, source)) => (name.as_str(), &source.metrics),
+            None => (UNKNOWN_SOURCE, &self.unknown),
+        };
+        metrics.refused(&self.metrics, status.as_u16());
+        tracing::info!(
+            message = "Request refused before the webhook handler.",
+            source = label,
+            status = status.as_u16()
+        );
+    }
+
+    async fn pipeline(&self, received: &Received) -> Reply {
+        let Some(source) = self.sources.get(&received.source) else {
             return Reply::rejected(Outcome::UnknownSource, "no such source");
         };
-        let body = match self.read_body(headers, body).await {
-            Ok(body) => body,
-            Err(reply) => return reply,
-        };
+        let headers = &received.headers;
         let received_at_ms = unix_ms();
         let request = RawRequest {
             headers,
-            body: &body,
+            body: &received.body.bytes,
             now_unix: (received_at_ms / 1000) as i64,
         };
         let events = match source.provider.verify(&request) {
@@ -149,7 +199,9 @@ impl Ingest {
             .await
     }
 
-    /// Forwards every event of one verified request; the reply speaks for the worst outcome.
+    /// Forwards every event of one verified request in one forwarder call; each event is
+    /// counted under its own outcome, and the reply speaks for the request (see
+    /// [`Outcome::of_request`]).
     async fn forward_events(
         &self,
         source: &Source,
@@ -157,73 +209,55 @@ impl Ingest {
         received_at_ms: u64,
         content_type: Option<&str>,
     ) -> Reply {
-        let forward = |event| {
-            let delivery = Delivery {
+        let deliveries: Vec<Delivery<'_>> = events
+            .iter()
+            .map(|event| Delivery {
                 target: &source.target,
                 event,
                 received_at_ms,
                 content_type,
-            };
-            async move {
-                let started = Instant::now();
-                let result = self.forwarder.forward(delivery).await;
-                self.forward_latency.record(started.elapsed().as_secs_f64());
-                let outcome = forward_outcome(&result);
-                source.metrics.event(outcome);
-                if let Ok(Forwarded::New {
+            })
+            .collect();
+        let started = Instant::now();
+        let result = self.forwarder.forward_all(&deliveries).await;
+        self.forward_latency.record(started.elapsed().as_secs_f64());
+        let (outcomes, detail) = match &result {
+            Ok(answers) if answers.len() == events.len() => {
+                (answers.iter().map(forward_outcome).collect(), None)
+            }
+            Ok(_) => (
+                vec![Outcome::Unavailable; events.len()],
+                Some("the forwarder lost track of an event".to_owned()),
+            ),
+            Err(error) => (
+                vec![Outcome::Unavailable; events.len()],
+                Some(error_chain(error)),
+            ),
+        };
+        let outcome = Outcome::of_request(&outcomes);
+        let answers = result.as_deref().unwrap_or_default();
+        for (i, event_outcome) in outcomes.iter().enumerate() {
+            // An event withheld with its request counts under the request's outcome: that is
+            // what kept it out of the queue.
+            match answers.get(i) {
+                Some(Forwarded::Withheld) => source.metrics.event(outcome),
+                Some(Forwarded::New {
                     reclaimed: true, ..
-                }) = result
-                {
+                }) => {
+                    source.metrics.event(*event_outcome);
                     source.metrics.lease_reclaimed();
                 }
-                (outcome, result.err())
+                _ => source.metrics.event(*event_outcome),
             }
-        };
-        let results = if events.len() == 1 {
-            vec![forward(&events[0]).await]
-        } else {
-            futures_util::future::join_all(events.iter().map(forward)).await
-        };
-        let outcome = results
-            .iter()
-            .map(|(o, _)| *o)
-            .max_by_key(|o| o.severity())
-            .expect("at least one event");
-        let detail = results
-            .iter()
-            .find_map(|(_, e)| e.as_ref())
-            .map(error_chain);
+        }
         Reply {
             outcome,
             ack: outcome.is_accepted().then(|| source.provider.ack()),
-            replayed: results.iter().all(|(o, _)| *o == Outcome::Duplicate),
+            replayed: outcomes.iter().all(|o| *o == Outcome::Duplicate),
             handshake: None,
             event_id: Some(events[0].event_id().to_owned()),
             events: events.len(),
             detail,
-        }
-    }
-
-    async fn read_body(&self, headers: &HeaderMap, body: Body) -> Result<Bytes, Reply> {
-        let declared = headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > self.body_limit as u64) {
-            return Err(Reply::rejected(
-                Outcome::TooLarge,
-                "declared body over the limit",
-            ));
-        }
-        match Limited::new(body, self.body_limit).collect().await {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
-                Err(Reply::rejected(Outcome::TooLarge, "body over the limit"))
-            }
-            Err(error) => Err(Reply::rejected(
-                Outcome::Malformed,
-                format!("cannot read body: {error}"),
-            )),
         }
     }
 
@@ -272,6 +306,12 @@ impl Ingest {
                 .headers_mut()
                 .insert(header::RETRY_AFTER, self.retry_after.clone());
         }
+        if reply.outcome == Outcome::BodyTimeout {
+            // The rest of the body is not read: the connection cannot carry another request.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         response
     }
 }
@@ -284,6 +324,10 @@ pub fn status_of(outcome: Outcome) -> StatusCode {
         Outcome::PayloadMismatch => StatusCode::UNPROCESSABLE_ENTITY,
         Outcome::InvalidSignature | Outcome::StaleTimestamp => StatusCode::UNAUTHORIZED,
         Outcome::Malformed => StatusCode::BAD_REQUEST,
+        // Nobody reads this answer: the client is gone. 400 is what it would have heard (its
+        // request was incomplete) and what `hookonce_http_requests_total` records.
+        Outcome::Aborted => StatusCode::BAD_REQUEST,
+        Outcome::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
         Outcome::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         Outcome::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         Outcome::UnknownSource => StatusCode::NOT_FOUND,
@@ -300,26 +344,15 @@ fn verify_outcome(error: &VerifyError) -> Outcome {
     }
 }
 
-fn forward_outcome(result: &Result<Forwarded, ForwardError>) -> Outcome {
-    match result {
-        Ok(Forwarded::New { .. }) => Outcome::Forwarded,
-        Ok(Forwarded::Duplicate { .. }) => Outcome::Duplicate,
-        Ok(Forwarded::Mismatch) => Outcome::PayloadMismatch,
-        Ok(Forwarded::InFlight) => Outcome::InFlight,
-        Err(_) => Outcome::Unavailable,
+/// One event's outcome. A withheld event is new but was not written because another event of
+/// its request was refused; it counts under the request's outcome, so here it is the mildest.
+fn forward_outcome(answer: &Forwarded) -> Outcome {
+    match answer {
+        Forwarded::New { .. } | Forwarded::Withheld => Outcome::Forwarded,
+        Forwarded::Duplicate { .. } => Outcome::Duplicate,
+        Forwarded::Mismatch => Outcome::PayloadMismatch,
+        Forwarded::InFlight => Outcome::InFlight,
     }
-}
-
-/// An error and its causes on one line, for logs.
-fn error_chain(error: &ForwardError) -> String {
-    let mut text = error.to_string();
-    let mut cause = std::error::Error::source(error);
-    while let Some(inner) = cause {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        cause = inner.source();
-    }
-    text
 }
 
 fn log_request(source: &str, reply: &Reply, status: StatusCode, elapsed: Duration) {

@@ -2,9 +2,11 @@
 //! forwarded exactly once.
 //!
 //! - [`ingest`]: one request's pipeline and the outcome → HTTP mapping.
+//! - [`body`]: receiving a body within its size, deadline and the shared memory budget.
 //! - this file: the configured sources, each a provider (its signature scheme) and a
 //!   [`Target`] (its keys, stream and dedup window), built once from the settings.
 
+pub mod body;
 pub mod ingest;
 pub mod providers;
 
@@ -64,6 +66,7 @@ fn target(
         source.stream.as_deref(),
         dedup_ttl,
     )
+    .with_body_dedup(providers::body_dedup(source))
 }
 
 impl Ingest {
@@ -88,11 +91,18 @@ impl Ingest {
             );
         }
         let server = &settings.server;
+        // The body's deadline lies within the request's: whichever is shorter cuts a slow body.
+        let body = body::BodyReader::new(
+            usize::try_from(server.body_limit.0).unwrap_or(usize::MAX),
+            server.body_read_timeout.0.min(server.request_timeout.0),
+            usize::try_from(server.body_memory_limit.0).unwrap_or(usize::MAX),
+            metrics.body_gauges(),
+        );
         Ok(Ingest::new(
             sources,
             forwarder,
             Arc::clone(metrics),
-            server.body_limit.0 as usize,
+            body,
             server.request_timeout.0,
             server.retry_after_secs,
         ))

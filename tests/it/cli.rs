@@ -5,7 +5,7 @@ use std::path::Path;
 use crate::support::binary::{hookonce, output_text, printed_headers, write};
 use crate::support::daemon::Daemon;
 use crate::support::http::{finish_slow_request, start_slow_request};
-use crate::support::metrics::IN_FLIGHT;
+use crate::support::metrics::BODY_READS;
 use crate::support::{eventually, RedisServer};
 
 const LITERAL_SECRET: &str = "literal-secret-never-printed-9f3a";
@@ -243,9 +243,12 @@ async fn sigterm_stops_accepting_and_drains_in_flight_requests() {
     let addr = format!("127.0.0.1:{}", daemon.port).parse().unwrap();
     let slow = start_slow_request(addr, "/webhooks/demo", &headers, body).await;
     let d = &daemon;
-    eventually(10, "the request to be in flight", move || async move {
-        d.metric(IN_FLIGHT, &[]).await == 1.0
-    })
+    // Half its body is sent: the request is being received, and must be drained all the same.
+    eventually(
+        10,
+        "the request's body to be being read",
+        move || async move { d.metric(BODY_READS, &[]).await == 1.0 },
+    )
     .await;
 
     daemon.signal("TERM");

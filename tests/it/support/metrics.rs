@@ -14,6 +14,10 @@ pub const LEASE_RECLAIMS: &str = "hookonce_lease_reclaims_total";
 pub const FORWARDS: &str = "hookonce_forward_duration_seconds_count";
 /// `hookonce_requests_in_flight` (gauge).
 pub const IN_FLIGHT: &str = "hookonce_requests_in_flight";
+/// `hookonce_body_reads_in_flight` (gauge): bodies being received, before admission.
+pub const BODY_READS: &str = "hookonce_body_reads_in_flight";
+/// `hookonce_body_memory_bytes` (gauge): bytes of bodies held in memory.
+pub const BODY_MEMORY: &str = "hookonce_body_memory_bytes";
 /// `hookonce_ready` (gauge): 1 while `/readyz` answers 200.
 pub const READY: &str = "hookonce_ready";
 /// `hookonce_stream_length{stream}` (gauge).

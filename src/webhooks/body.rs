@@ -1,0 +1,166 @@
+//! Receiving a request's body, bounded in size, in time, and in the memory all bodies may hold.
+//!
+//! Bodies are read before a request is admitted (`server.max_in_flight`), so that a client that
+//! sends its headers and then trickles or stalls its body holds no admission permit. What such a
+//! client can still take is bounded here instead: its body must be complete within
+//! `server.body_read_timeout`, and the bytes it has sent count against `server.body_memory_limit`,
+//! which all bodies being read or handled share. The budget is charged by the bytes received, not
+//! by a declared `Content-Length`, so that a thousand stalled bodies of one byte each hold a
+//! thousand bytes rather than a thousand times the body limit.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap};
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::metrics::BodyGauges;
+use crate::outcome::Outcome;
+use crate::util::scopeguard;
+
+/// Reads bodies for every connection; shares the memory budget between them.
+pub struct BodyReader {
+    limit: usize,
+    timeout: Duration,
+    memory: Arc<Semaphore>,
+    gauges: BodyGauges,
+}
+
+/// A complete body, and its share of the memory budget, given back when it is dropped.
+pub struct ReceivedBody {
+    pub bytes: Bytes,
+    _memory: Charge,
+}
+
+/// Bytes taken from the memory budget, given back (and taken off the gauge) when dropped.
+struct Charge {
+    permit: Option<OwnedSemaphorePermit>,
+    gauge: metrics::Gauge,
+}
+
+impl Charge {
+    fn add(&mut self, permit: OwnedSemaphorePermit) {
+        self.gauge.increment(permit.num_permits() as f64);
+        match self.permit.as_mut() {
+            Some(held) => held.merge(permit),
+            None => self.permit = Some(permit),
+        }
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        if let Some(permit) = &self.permit {
+            self.gauge.decrement(permit.num_permits() as f64);
+        }
+    }
+}
+
+/// Why a body could not be received.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("declared body of {0} bytes is over the limit")]
+    DeclaredTooLarge(u64),
+    #[error("body over the limit")]
+    TooLarge,
+    #[error("body not complete within {0:?}")]
+    TimedOut(Duration),
+    #[error("bodies being handled hold all of server.body_memory_limit")]
+    MemoryFull,
+    #[error("the connection ended before the body was complete")]
+    Aborted(#[source] axum::Error),
+    #[error("cannot read body")]
+    Unreadable(#[source] axum::Error),
+}
+
+impl BodyError {
+    /// The outcome of a request whose body did not arrive.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            BodyError::DeclaredTooLarge(_) | BodyError::TooLarge => Outcome::TooLarge,
+            BodyError::TimedOut(_) => Outcome::BodyTimeout,
+            BodyError::MemoryFull => Outcome::Unavailable,
+            BodyError::Aborted(_) => Outcome::Aborted,
+            BodyError::Unreadable(_) => Outcome::Malformed,
+        }
+    }
+}
+
+impl BodyReader {
+    /// `timeout` is the body's deadline counted from its headers; `memory` is in bytes.
+    pub fn new(limit: usize, timeout: Duration, memory: usize, gauges: BodyGauges) -> Self {
+        Self {
+            limit,
+            timeout,
+            memory: Arc::new(Semaphore::new(memory.min(Semaphore::MAX_PERMITS))),
+            gauges,
+        }
+    }
+
+    /// Reads the whole body, or says why not.
+    pub async fn read(&self, headers: &HeaderMap, body: Body) -> Result<ReceivedBody, BodyError> {
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if let Some(declared) = declared.filter(|n| *n > self.limit as u64) {
+            return Err(BodyError::DeclaredTooLarge(declared));
+        }
+        self.gauges.reading.increment(1.0);
+        let _reading = scopeguard(|| self.gauges.reading.decrement(1.0));
+        tokio::time::timeout(self.timeout, self.collect(body))
+            .await
+            .unwrap_or(Err(BodyError::TimedOut(self.timeout)))
+    }
+
+    async fn collect(&self, mut body: Body) -> Result<ReceivedBody, BodyError> {
+        let mut bytes = BytesMut::new();
+        let mut memory = Charge {
+            permit: None,
+            gauge: self.gauges.memory_bytes.clone(),
+        };
+        while let Some(frame) = body.frame().await {
+            let Ok(data) = frame.map_err(classify)?.into_data() else {
+                // Trailers carry no body bytes, and no provider signs them.
+                continue;
+            };
+            if bytes.len() + data.len() > self.limit {
+                return Err(BodyError::TooLarge);
+            }
+            // The chunk is charged before it is kept; `limit` is at most the budget (checked at
+            // configuration time), so one body alone always fits.
+            let size = u32::try_from(data.len()).map_err(|_| BodyError::TooLarge)?;
+            let charged = Arc::clone(&self.memory)
+                .try_acquire_many_owned(size)
+                .map_err(|_| BodyError::MemoryFull)?;
+            memory.add(charged);
+            bytes.extend_from_slice(&data);
+        }
+        Ok(ReceivedBody {
+            bytes: bytes.freeze(),
+            _memory: memory,
+        })
+    }
+}
+
+/// A body that fails to arrive is either cut short (the connection closed or broke: the client
+/// is gone) or is not valid HTTP framing (a broken chunked encoding: the client is wrong). hyper
+/// reports the second as an I/O error of kind `InvalidInput` or `InvalidData`.
+fn classify(error: axum::Error) -> BodyError {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    while let Some(inner) = cause {
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData
+            ) {
+                return BodyError::Unreadable(error);
+            }
+        }
+        cause = inner.source();
+    }
+    BodyError::Aborted(error)
+}

@@ -8,6 +8,7 @@ mod crash;
 mod hostile_config;
 mod hostile_http;
 mod providers;
+mod proxy;
 mod proxy_cli;
 mod proxy_core;
 mod redis_store;

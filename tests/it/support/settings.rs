@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub use hookonce::config::{
-    ByteSize, HumanDuration, Secret, ServiceUrl, Settings, SinkKind, SinkSettings, SourceSettings,
+    ByteSize, HumanDuration, ProxySettings, Secret, ServiceUrl, Settings, SinkKind, SinkSettings,
+    SourceSettings,
 };
 
 /// Secrets used by the default sources.

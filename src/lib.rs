@@ -28,6 +28,8 @@ pub mod forward;
 pub mod ledger;
 pub mod metrics;
 pub mod outcome;
+#[cfg(test)]
+mod property;
 pub mod proxy;
 pub mod server;
 pub mod sinks;

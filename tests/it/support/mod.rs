@@ -16,6 +16,7 @@ pub mod proxy;
 pub mod redis;
 pub mod sentinel;
 pub mod settings;
+pub mod upstream;
 pub mod worker;
 
 use std::time::{Duration, Instant};

@@ -129,7 +129,14 @@ lists of scalars are written with toJson: JSON strings, numbers, booleans and ar
 {{- end }}
 {{- $_ := set $ports $port (printf "proxies.%s.port" $name) }}
 {{- end }}
-{{- if and (eq .Values.config.store.backend "redis") (not .Values.redis.enabled) (not .Values.config.store.redis_url) (not .Values.secrets.redisUrlKey) }}
+{{- $topology := default "standalone" .Values.config.store.topology }}
+{{- if and (eq .Values.config.store.backend "redis") (eq $topology "cluster") (not .Values.config.store.cluster_nodes) }}
+{{- fail "hookonce: config.store.topology=cluster needs config.store.cluster_nodes (seed nodes)" }}
+{{- end }}
+{{- if and (eq .Values.config.store.backend "redis") (eq $topology "sentinel") (not (and .Values.config.store.sentinels .Values.config.store.sentinel_master)) }}
+{{- fail "hookonce: config.store.topology=sentinel needs config.store.sentinels and config.store.sentinel_master" }}
+{{- end }}
+{{- if and (eq .Values.config.store.backend "redis") (eq $topology "standalone") (not .Values.redis.enabled) (not .Values.config.store.redis_url) (not .Values.secrets.redisUrlKey) }}
 {{- fail "hookonce: set config.store.redis_url, or secrets.redisUrlKey, or (dev only) redis.enabled=true" }}
 {{- end }}
 {{- if and .Values.secrets.existingSecret .Values.secrets.data }}

@@ -14,6 +14,7 @@ pub mod nats;
 pub mod proxy;
 pub mod redis;
 pub mod settings;
+pub mod upstream;
 pub mod worker;
 
 use std::time::{Duration, Instant};

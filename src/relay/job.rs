@@ -120,22 +120,12 @@ impl Job {
     /// Records in Redis that `attempt` begins; false when the entry is no longer ours.
     async fn begin(&self, attempt: u32) -> bool {
         let s = &self.shared;
-        match s
-            .scripts
-            .begin(
-                &s.store,
-                &self.lane.stream,
-                &s.route.group,
-                &s.consumer,
-                &self.entry.id,
-                attempt,
-            )
+        let (stream, group, id) = (&self.lane.stream, &s.route.group, &self.entry.id);
+        // Redis is away: attempt anyway (at least once); the count catches up next time.
+        s.scripts
+            .begin(&s.store, stream, group, &s.consumer, id, attempt)
             .await
-        {
-            Ok(owned) => owned,
-            // Redis is away: attempt anyway (at least once); the count catches up next time.
-            Err(_) => true,
-        }
+            .unwrap_or(true)
     }
 
     async fn delivered(&self) {

@@ -333,6 +333,23 @@ mod tests {
     }
 
     #[test]
+    fn the_relay_signer_gives_the_specification_vector_and_verifies() {
+        let signer = StandardSigner::new(SECRET).unwrap();
+        let sent = signer.sign(ID, TS as u64, BODY.as_bytes());
+        assert_eq!(sent[2], ("webhook-signature", SIGNATURE.to_owned()));
+        let sent: Vec<(String, String)> =
+            sent.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        let provider = standard(&[SECRET]);
+        let body = br#"{"type":"x"}"#;
+        let again = signer.sign(ID, TS as u64, body);
+        let again: Vec<(String, String)> =
+            again.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        assert!(verify(&provider, &signed(&again), body, TS).is_ok());
+        assert_eq!(sent[0].1, ID);
+        assert!(StandardSigner::new("whsec_not*base64").is_err());
+    }
+
+    #[test]
     fn sign_then_verify_round_trips_and_reads_the_type() {
         let provider = standard(&[SECRET]);
         let body =

@@ -25,7 +25,8 @@ use crate::util::BoxFuture;
 
 /// KEYS[1] = stream, then per event its record key and, with body_dedup, its body record key.
 /// ARGV = ttl ms, max_len (0 = no trim), source, provider, received_at, keys per event (1 or 2),
-/// then per event: fingerprint, event_id, event_type, body.
+/// content_type (the request's, which the relay sends on; empty when absent), then per event:
+/// fingerprint, event_id, event_type, body.
 /// Returns one verdict per event: `n<entry ID>` new, `d<ack>` duplicate of its record, `b<ack>`
 /// duplicate of its body record, `m` mismatch, `w` withheld (new, but the request was refused),
 /// `x<record>` a record in neither format.
@@ -35,7 +36,7 @@ local n = (#KEYS - 1) / per
 local verdicts = {}
 local refused = false
 for i = 1, n do
-  local fp = ARGV[3 + 4 * i]
+  local fp = ARGV[4 + 4 * i]
   local record = redis.call('GET', KEYS[2 + per * (i - 1)])
   if record then
     if string.sub(record, 1, 2) == 'p ' then
@@ -59,16 +60,18 @@ for i = 1, n do
     if refused then
       verdicts[i] = 'w'
     else
-      local a = 3 + 4 * i
+      local a = 4 + 4 * i
       local id
       if ARGV[2] == '0' then
         id = redis.call('XADD', KEYS[1], '*',
           'source', ARGV[3], 'provider', ARGV[4], 'event_id', ARGV[a + 1],
-          'event_type', ARGV[a + 2], 'received_at', ARGV[5], 'body', ARGV[a + 3])
+          'event_type', ARGV[a + 2], 'received_at', ARGV[5], 'content_type', ARGV[7],
+          'body', ARGV[a + 3])
       else
         id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*',
           'source', ARGV[3], 'provider', ARGV[4], 'event_id', ARGV[a + 1],
-          'event_type', ARGV[a + 2], 'received_at', ARGV[5], 'body', ARGV[a + 3])
+          'event_type', ARGV[a + 2], 'received_at', ARGV[5], 'content_type', ARGV[7],
+          'body', ARGV[a + 3])
       end
       local done = id .. ' ' .. ARGV[a]
       redis.call('SET', KEYS[2 + per * (i - 1)], done, 'PX', ARGV[1])
@@ -146,7 +149,8 @@ impl RedisForwarder {
             .arg(&target.source)
             .arg(target.provider)
             .arg(first.delivery.received_at_ms)
-            .arg(per_event);
+            .arg(per_event)
+            .arg(first.delivery.content_type.unwrap_or_default());
         for planned in &plan.unique {
             let event = planned.delivery.event;
             call.arg(&planned.fingerprint)

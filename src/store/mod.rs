@@ -12,11 +12,15 @@
 //! - `connection`: the one connection type over the three topologies, on redis-rs's own
 //!   clients; `sentinel`: the master found, and found again after a failover, via Sentinel.
 //! - [`record`]: the dedup record formats and the payload [`Fingerprint`].
+//! - [`relay`]: the relay's scripts (refresh, retry, acknowledge, dead-letter, copy, trim); and
+//!   `streams.rs`, the consumer-group commands as `RedisStore` methods and [`StreamEntry`].
 
 mod connection;
 pub mod record;
 pub mod redis;
+pub mod relay;
 mod sentinel;
+mod streams;
 
 use std::future::Future;
 use std::time::Duration;
@@ -25,6 +29,8 @@ use crate::config::{StoreBackend, StoreSettings};
 
 pub use self::record::{Fingerprint, Record};
 pub use self::redis::{RedisStartError, RedisStore, Script, ScriptCall};
+pub use self::relay::RelayScripts;
+pub use self::streams::{is_missing_group, StreamEntry};
 
 /// Why a store call did not succeed. Every variant answers 503, so the sender retries.
 #[derive(Debug, thiserror::Error)]

@@ -7,6 +7,7 @@
 //! business alone. Every script keeps all its keys under one hash tag, so in a cluster each call
 //! runs on the one master of that slot.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{FromRedisValue, ToRedisArgs, Value};
@@ -27,8 +28,10 @@ impl Script {
 /// A Redis connection that recovers by itself, with the store timeout applied to every call.
 #[derive(Clone)]
 pub struct RedisStore {
-    connection: Connection,
-    timeout: Duration,
+    pub(super) connection: Connection,
+    pub(super) timeout: Duration,
+    /// Kept to open the relay's dedicated connections (same topology) for blocking reads.
+    pub(super) settings: Arc<StoreSettings>,
 }
 
 /// Why the daemon refuses to start against a Redis.
@@ -96,6 +99,7 @@ impl RedisStore {
         Ok(Self {
             connection: Connection::connect(settings).await?,
             timeout: settings.timeout.0,
+            settings: Arc::new(settings.clone()),
         })
     }
 

@@ -33,6 +33,7 @@ async fn stream_entries_and_records_follow_the_documented_layout() {
         fields,
         [
             "body",
+            "content_type",
             "event_id",
             "event_type",
             "provider",
@@ -41,6 +42,10 @@ async fn stream_entries_and_records_follow_the_documented_layout() {
         ]
     );
     assert_eq!(entry.get::<String>("source").unwrap(), "stripe");
+    assert_eq!(
+        entry.get::<String>("content_type").unwrap(),
+        "application/json"
+    );
     assert_eq!(entry.get::<String>("provider").unwrap(), "stripe");
     assert_eq!(
         entry.get::<String>("event_id").unwrap(),

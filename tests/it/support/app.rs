@@ -92,6 +92,7 @@ impl Builder {
             sink,
             sources: settings::default_sources(),
             proxies: BTreeMap::new(),
+            relay: Default::default(),
         };
         Self {
             backend,

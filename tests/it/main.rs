@@ -10,6 +10,7 @@ mod providers;
 mod proxy_cli;
 mod proxy_core;
 mod redis_store;
+mod relay;
 mod server;
 mod support;
 mod two_phase;

@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod nats;
 pub mod proxy;
 pub mod redis;
+pub mod relay_worker;
 pub mod settings;
 pub mod worker;
 

@@ -2,18 +2,20 @@
 //!
 //! Each part chooses its own implementation from the settings in its own module
 //! (`store::connect`, `ledger::build`, `forward::build`, `Ingest::build`, `Proxy::build` per
-//! `[proxies.NAME]`); this file only orders
-//! them and owns what lives as long as the application: metrics, admission and background tasks.
+//! `[proxies.NAME]`, `Relay::build` when `relay.enabled`); this file only orders them and owns
+//! what lives as long as the application: metrics, admission and background tasks (the relay
+//! and the stream trimmer among them).
 
 use std::sync::Arc;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
 
 use crate::config::{ConfigError, Settings, SinkKind};
 use crate::forward;
 use crate::ledger::{self, Ledger};
 use crate::metrics::Metrics;
 use crate::proxy::Proxy;
+use crate::relay::{self, Relay, RelayError};
 use crate::store::{self, RedisStartError, RedisStore};
 use crate::webhooks::{self, Ingest};
 
@@ -30,6 +32,11 @@ pub struct App {
     pub redis: Option<RedisStore>,
     /// The Idempotency-Key proxies, in name order; they share the ledger.
     pub proxies: Vec<Arc<Proxy>>,
+    /// The relay (`relay.enabled`), until `spawn_background_tasks` starts it.
+    relay: std::sync::Mutex<Option<Relay>>,
+    /// Tells the relay and the trimmer to stop (`stop_relay`).
+    stop: watch::Sender<bool>,
+    relay_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// Why the daemon cannot start.
@@ -41,12 +48,15 @@ pub enum StartError {
     Redis(#[from] RedisStartError),
     #[error(transparent)]
     Forward(#[from] forward::BuildError),
+    #[error(transparent)]
+    Relay(#[from] RelayError),
 }
 
 /// Checks what the configuration loader cannot: the keys of each part, built as it would be.
 /// `App::build` runs the same checks; `check-config` runs them without connecting to anything.
 pub fn validate(settings: &Settings) -> Result<(), ConfigError> {
-    webhooks::validate(settings)
+    webhooks::validate(settings)?;
+    relay::validate(settings)
 }
 
 impl App {
@@ -65,7 +75,14 @@ impl App {
             .filter_map(|name| Proxy::build(name, &settings, Arc::clone(&ledger), &metrics))
             .map(Arc::new)
             .collect();
+        let relay = match (&redis, settings.relay.enabled) {
+            (Some(store), true) => Some(Relay::build(&settings, store.clone(), &metrics).await?),
+            _ => None,
+        };
         Ok(Self {
+            relay: std::sync::Mutex::new(relay),
+            stop: watch::channel(false).0,
+            relay_task: std::sync::Mutex::new(None),
             proxies,
             in_flight: Arc::new(Semaphore::new(settings.server.max_in_flight)),
             settings,
@@ -90,6 +107,35 @@ impl App {
     pub fn spawn_background_tasks(self: &Arc<Self>) {
         self.spawn_metrics_upkeep();
         self.spawn_stream_sampler();
+        self.spawn_relay();
+    }
+
+    /// Starts the relay (when `relay.enabled`) and the trimmer (`sink.trim = "acknowledged"`);
+    /// both run until [`App::stop_relay`].
+    fn spawn_relay(&self) {
+        let relay = self.relay.lock().map(|mut r| r.take()).unwrap_or(None);
+        if let Some(relay) = relay {
+            let mut stopped = self.stop.subscribe();
+            let task = tokio::spawn(relay.run(async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            }));
+            if let Ok(mut slot) = self.relay_task.lock() {
+                *slot = Some(task);
+            }
+        }
+        if let Some(store) = &self.redis {
+            relay::trim::spawn(&self.settings, store.clone(), self.stop.subscribe());
+        }
+    }
+
+    /// Stops the relay and the trimmer and waits for the relay's in-flight deliveries (bounded
+    /// by `server.shutdown_timeout`; the unfinished stay pending in Redis).
+    pub async fn stop_relay(&self) {
+        let _ = self.stop.send(true);
+        let task = self.relay_task.lock().map(|mut t| t.take()).unwrap_or(None);
+        if let Some(task) = task {
+            let _ = task.await;
+        }
     }
 
     /// Every 5 s: drains recorded histogram samples into their buckets (without it, samples pile

@@ -15,6 +15,8 @@
 //!   ledger and a sink.
 //! - [`proxy`]: the Idempotency-Key proxy: a reverse proxy that executes each keyed API request
 //!   once and replays its response to retries, through the same ledger.
+//! - [`relay`]: from the streams to internal HTTP workers: one consumer group per route, retries
+//!   with backoff, dead letters, takeover of a stopped relay's entries, and stream trimming.
 //! - [`ledger`]: claim / complete / release with a lease and a token, in Redis or in process.
 //! - [`store`]: the Redis connection and script calls, and the record formats.
 //! - [`sinks`]: where two-phase mode publishes: stdout, a file, NATS JetStream, HTTP.
@@ -29,6 +31,7 @@ pub mod ledger;
 pub mod metrics;
 pub mod outcome;
 pub mod proxy;
+pub mod relay;
 pub mod server;
 pub mod sinks;
 pub mod store;

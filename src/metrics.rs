@@ -15,6 +15,10 @@ use metrics_exporter_prometheus::{
 
 use crate::outcome::{Outcome, ProxyOutcome};
 
+mod relay;
+
+pub use relay::{RelayMetrics, RelayOutcome};
+
 pub const EVENTS_TOTAL: &str = "hookonce_events_total";
 pub const DUPLICATE_HITS_TOTAL: &str = "hookonce_duplicate_hits_total";
 pub const HTTP_REQUESTS_TOTAL: &str = "hookonce_http_requests_total";
@@ -34,6 +38,11 @@ pub const PROXY_UPSTREAM_DURATION_SECONDS: &str = "hookonce_proxy_upstream_durat
 pub const PROXY_CLAIMS_HELD: &str = "hookonce_proxy_claims_held";
 pub const PROXY_OLDEST_CLAIM_SECONDS: &str = "hookonce_proxy_oldest_claim_seconds";
 pub const PROXY_LEASE_TAKEOVERS_TOTAL: &str = "hookonce_proxy_lease_takeovers_total";
+pub const RELAY_DELIVERIES_TOTAL: &str = "hookonce_relay_deliveries_total";
+pub const RELAY_ATTEMPT_DURATION_SECONDS: &str = "hookonce_relay_attempt_duration_seconds";
+pub const RELAY_END_TO_END_SECONDS: &str = "hookonce_relay_end_to_end_seconds";
+pub const RELAY_LAG: &str = "hookonce_relay_lag";
+pub const DEAD_LETTERS: &str = "hookonce_dead_letters";
 
 /// Metric names that are gauges (the others are counters or, ending in `_seconds`, histograms).
 const GAUGES: [&str; 8] = [
@@ -197,11 +206,11 @@ impl Metrics {
     }
 
     fn describe(&self) {
-        for (name, unit, text) in HELP {
+        for (name, unit, text) in HELP.into_iter().chain(relay::HELP) {
             let name = KeyName::from_const_str(name);
             let text = SharedString::const_str(text);
             match unit {
-                _ if GAUGES.contains(&name.as_str()) => {
+                _ if GAUGES.contains(&name.as_str()) || relay::GAUGES.contains(&name.as_str()) => {
                     self.recorder.describe_gauge(name, None, text)
                 }
                 Unit::Seconds => self.recorder.describe_histogram(name, Some(unit), text),

@@ -256,6 +256,11 @@ pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Outp
         ));
     }
     shutdown.await;
+    // The relay drains its deliveries while the listeners drain their requests.
+    let relay = tokio::spawn({
+        let app = Arc::clone(&app);
+        async move { app.stop_relay().await }
+    });
     // Stop accepting on every listener before draining, so that no connection is watched late.
     let _ = stop.send(true);
     while loops.join_next().await.is_some() {}
@@ -270,6 +275,7 @@ pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Outp
     if !drained {
         tracing::warn!(message = "Shutdown timeout reached with requests still in flight.");
     }
+    let _ = relay.await;
 }
 
 /// What one listener serves: its router, and whether the requests hyper refuses on it are counted.

@@ -2,10 +2,12 @@
 //!
 //! The only place that uses `anyhow`; each subcommand is a short function over the library
 //! (docs/design.md, "Command line"): `serve` here, `sign` in `sign.rs`, `inspect` and `forget`
-//! in `inspect.rs`, the log subscriber in `logging.rs`.
+//! in `inspect.rs`, `relay`, `dlq` and `redeliver` in `relay.rs`, the log subscriber in
+//! `logging.rs`.
 
 mod inspect;
 mod logging;
+mod relay;
 mod sign;
 
 use std::path::PathBuf;
@@ -83,6 +85,14 @@ enum Command {
     /// Delete the dedup record of one event, so that a redelivery is forwarded again, or with
     /// --proxy of one Idempotency-Key, so that its next request executes again (Redis store).
     Forget(inspect::Lookup),
+    /// Run the relay alone (whatever relay.enabled says): deliver the streams' events to the
+    /// routes' workers; serves /metrics on server.metrics_listen and binds nothing else.
+    Relay,
+    /// List, replay or drop a route's dead letters.
+    #[command(subcommand)]
+    Dlq(relay::Dlq),
+    /// Deliver one event again to one route, read from its stream entry (via its dedup record).
+    Redeliver(relay::Redeliver),
 }
 
 fn main() -> ExitCode {
@@ -127,6 +137,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         ),
         Command::Inspect(lookup) => inspect::run(&settings, &lookup, false),
         Command::Forget(lookup) => inspect::run(&settings, &lookup, true),
+        Command::Relay => {
+            let _log_writer = logging::init(cli.log_format, &settings);
+            relay::run_relay(settings)
+        }
+        Command::Dlq(command) => relay::dlq(&settings, &command),
+        Command::Redeliver(args) => relay::redeliver(&settings, &args),
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod proxy;
 mod redact;
+mod relay;
 mod sections;
 mod sink;
 mod source;
@@ -19,8 +20,11 @@ use serde::{Deserialize, Serialize};
 
 pub use proxy::ProxySettings;
 pub use redact::{is_credential_name, redact_url, REDACTED};
+pub use relay::{
+    RelaySettings, RouteSettings, RouteStart, RESERVED_HEADERS, RESERVED_PREFIX, SIGNING_HEADERS,
+};
 pub use sections::{ServerSettings, ServiceUrl, StoreBackend, StoreSettings};
-pub use sink::{SinkKind, SinkSettings};
+pub use sink::{SinkKind, SinkSettings, SinkTrim};
 pub use source::SourceSettings;
 pub use values::{
     ByteSize, HumanDuration, Secret, ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE, MAX_TIMEOUT,
@@ -42,6 +46,9 @@ pub struct Settings {
     /// Idempotency-Key proxies, each on its own listener.
     #[serde(default)]
     pub proxies: BTreeMap<String, ProxySettings>,
+    /// Delivery of the streams' events to internal HTTP workers.
+    #[serde(default)]
+    pub relay: RelaySettings,
 }
 
 /// A configuration problem, always naming the key it concerns.
@@ -178,7 +185,48 @@ impl Settings {
                 ));
             }
         }
-        self.validate_proxies()
+        self.validate_proxies()?;
+        self.validate_relay()
+    }
+
+    /// The relay reads the sources' Redis Streams through consumer groups: it needs the Redis
+    /// store, streams to read (atomic mode), and routes naming configured sources.
+    fn validate_relay(&self) -> Result<(), ConfigError> {
+        self.relay.validate()?;
+        let wanted = self.relay.enabled || !self.relay.routes.is_empty();
+        if wanted && self.store.backend == StoreBackend::Memory {
+            let key = if self.relay.enabled {
+                "relay.enabled"
+            } else {
+                "relay.routes"
+            };
+            return Err(ConfigError::invalid(
+                key,
+                "the relay needs store.backend = \"redis\" (it reads the Redis Streams)",
+            ));
+        }
+        if wanted && self.sink.kind != SinkKind::RedisStream {
+            let key = if self.relay.enabled {
+                "relay.enabled"
+            } else {
+                "relay.routes"
+            };
+            return Err(ConfigError::invalid(
+                key,
+                "the relay needs sink.kind = \"redis_stream\" (it reads the Redis Streams)",
+            ));
+        }
+        for (name, route) in &self.relay.routes {
+            for source in &route.sources {
+                if !self.sources.contains_key(source) {
+                    return Err(ConfigError::invalid(
+                        format!("relay.routes.{name}.sources"),
+                        format!("{source:?} is not a configured source"),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn validate_proxies(&self) -> Result<(), ConfigError> {

@@ -34,7 +34,7 @@ impl SinkKind {
     /// The sink's own keys; any other configured key is an error.
     fn keys(self) -> &'static [&'static str] {
         match self {
-            SinkKind::RedisStream => &["max_len", "sample_interval"],
+            SinkKind::RedisStream => &["max_len", "trim", "sample_interval"],
             SinkKind::Stdout => &["lease"],
             SinkKind::File => &["lease", "path"],
             SinkKind::Nats => &[
@@ -50,12 +50,25 @@ impl SinkKind {
     }
 }
 
+/// How hookonce itself trims the sources' streams (`sink.trim`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SinkTrim {
+    /// Never (only `max_len`, if set).
+    #[default]
+    None,
+    /// `XTRIM MINID` to the oldest entry some consumer group still needs, at least every 10 s.
+    Acknowledged,
+}
+
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SinkSettings {
     pub kind: SinkKind,
     /// redis_stream: 0 = never trim; N = `XADD MAXLEN ~ N`, which can drop unread entries.
     pub max_len: u64,
+    /// redis_stream: `acknowledged` trims each stream to what its consumer groups still need.
+    pub trim: SinkTrim,
     /// redis_stream: how often `hookonce_stream_length` is sampled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sample_interval: Option<HumanDuration>,
@@ -97,6 +110,7 @@ impl Default for SinkSettings {
         Self {
             kind: SinkKind::RedisStream,
             max_len: 0,
+            trim: SinkTrim::None,
             sample_interval: None,
             lease: None,
             path: None,
@@ -152,7 +166,8 @@ impl SinkSettings {
         let used = self.kind.keys();
         if let Some(map) = configured.as_object() {
             for key in map.keys() {
-                let defaulted = key == "max_len" && self.max_len == 0;
+                let defaulted = (key == "max_len" && self.max_len == 0)
+                    || (key == "trim" && self.trim == SinkTrim::None);
                 if key != "kind" && !defaulted && !used.contains(&key.as_str()) {
                     return Err(ConfigError::invalid(
                         format!("sink.{key}"),

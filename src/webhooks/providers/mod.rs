@@ -54,6 +54,7 @@ use http::HeaderMap;
 
 pub use registry::{build, default_dedup_ttl, lookup, names, ProviderSpec, REGISTRY};
 pub use secrets::decode_secrets;
+pub use standard::StandardSigner;
 
 pub use crate::event::{validate_event_id, VerifiedEvent, VerifyError, MAX_EVENT_ID_LEN};
 

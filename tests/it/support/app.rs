@@ -90,6 +90,7 @@ impl Builder {
             sink,
             sources: settings::default_sources(),
             proxies: Default::default(),
+            relay: Default::default(),
         };
         Self {
             backend,

@@ -1,0 +1,1 @@
+//! Dead letters: list, replay, drop; and redeliver (stub).

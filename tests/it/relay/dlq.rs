@@ -61,28 +61,50 @@ async fn list_then_replay_to_that_route_only_after_the_worker_is_fixed() {
         assert!(row.contains(cell), "{cell} missing from {row:?}");
     }
     assert!(!table.contains("evt_fine"), "{table}");
-    let listed = json_lines(&cli_ok(&config, &["dlq", "list", "--route", "billing", "--json"]));
+    let listed = json_lines(&cli_ok(
+        &config,
+        &["dlq", "list", "--route", "billing", "--json"],
+    ));
     assert_eq!(listed.len(), 1, "{listed:?}");
     let text = listed[0].to_string();
-    for value in ["\"evt_dead\"", "\"stripe\"", "\"invoice.paid\"", &format!("\"{letter_id}\"")] {
+    for value in [
+        "\"evt_dead\"",
+        "\"stripe\"",
+        "\"invoice.paid\"",
+        &format!("\"{letter_id}\""),
+    ] {
         assert!(text.contains(value), "{value} missing from {text}");
     }
-    let empty = json_lines(&cli_ok(&config, &["dlq", "list", "--route", "audit", "--json"]));
+    let empty = json_lines(&cli_ok(
+        &config,
+        &["dlq", "list", "--route", "audit", "--json"],
+    ));
     assert!(empty.is_empty(), "{empty:?}");
 
     worker.heal("billing", "evt_dead");
     let before_audit = worker.of("audit", "evt_dead").len();
-    cli_ok(&config, &["dlq", "replay", &letter_id, "--route", "billing"]);
+    cli_ok(
+        &config,
+        &["dlq", "replay", &letter_id, "--route", "billing"],
+    );
     worker
         .wait_acknowledged("billing", &["evt_dead".to_owned()], 10)
         .await;
     let replayed = worker.of("billing", "evt_dead");
     let last = replayed.last().unwrap();
-    assert_eq!((last.attempt(), last.status), (1, 200), "attempts start again");
+    assert_eq!(
+        (last.attempt(), last.status),
+        (1, 200),
+        "attempts start again"
+    );
     assert_eq!(last.key(), dedup_key("stripe", "evt_dead"));
     assert_eq!(xlen(redis, &dead_letters("stripe", "billing")), 0);
     settled(redis, &stream("stripe"), &["billing", "audit"], 10).await;
-    assert_eq!(worker.of("audit", "evt_dead").len(), before_audit, "audit got it again");
+    assert_eq!(
+        worker.of("audit", "evt_dead").len(),
+        before_audit,
+        "audit got it again"
+    );
     assert_eq!(worker.acknowledged("billing")["evt_fine"], 1);
     app.stop().await;
 }
@@ -125,7 +147,10 @@ async fn redeliver_sends_an_entry_again_and_says_when_it_was_trimmed() {
     send(&app, "evt_trimmed", "invoice.paid").await;
     let redis = app.redis.as_ref().unwrap();
     settled(redis, &stream("stripe"), &["billing", "audit"], 10).await;
-    cli_ok(&config, &["redeliver", "stripe", "evt_again", "--route", "audit"]);
+    cli_ok(
+        &config,
+        &["redeliver", "stripe", "evt_again", "--route", "audit"],
+    );
     crate::support::eventually(10, "evt_again redelivered to audit", || {
         let n = worker.of("audit", "evt_again").len();
         async move { n == 2 }
@@ -135,7 +160,11 @@ async fn redeliver_sends_an_entry_again_and_says_when_it_was_trimmed() {
     assert_eq!(again[0].key(), again[1].key());
     assert_eq!(again[1].body, again[0].body);
     settled(redis, &stream("stripe"), &["billing", "audit"], 10).await;
-    assert_eq!(worker.of("billing", "evt_again").len(), 1, "another route got it");
+    assert_eq!(
+        worker.of("billing", "evt_again").len(),
+        1,
+        "another route got it"
+    );
 
     // The entry is gone from the stream (trimmed), its dedup record still there.
     let (entry_id, _) = xrange(redis, &stream("stripe"))
@@ -148,15 +177,31 @@ async fn redeliver_sends_an_entry_again_and_says_when_it_was_trimmed() {
         .query(&mut redis.connection())
         .unwrap();
     let args = [
-        "redeliver", "stripe", "evt_trimmed", "--route", "audit",
-        "--config", config.to_str().unwrap(),
+        "redeliver",
+        "stripe",
+        "evt_trimmed",
+        "--route",
+        "audit",
+        "--config",
+        config.to_str().unwrap(),
     ];
     let output = hookonce(&args, &[]);
     let text = output_text(&output);
-    assert!(!output.status.success(), "redeliver of a trimmed entry exited 0:\n{text}");
+    assert!(
+        !output.status.success(),
+        "redeliver of a trimmed entry exited 0:\n{text}"
+    );
     assert!(text.contains("trimmed"), "{text}");
     let unknown = hookonce(
-        &["redeliver", "stripe", "evt_never", "--route", "audit", "--config", config.to_str().unwrap()],
+        &[
+            "redeliver",
+            "stripe",
+            "evt_never",
+            "--route",
+            "audit",
+            "--config",
+            config.to_str().unwrap(),
+        ],
         &[],
     );
     assert!(!unknown.status.success(), "{}", output_text(&unknown));

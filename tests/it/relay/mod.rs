@@ -125,13 +125,17 @@ pub fn groups(redis: &RedisServer, stream: &str) -> BTreeMap<String, (u64, Optio
 
 /// Waits until each route's group on `stream` exists, has nothing pending and nothing unread.
 pub async fn settled(redis: &RedisServer, stream: &str, routes: &[&str], seconds: u64) {
-    eventually(seconds, &format!("{routes:?} to settle on {stream}"), || {
-        let groups = groups(redis, stream);
-        let done = routes
-            .iter()
-            .all(|route| groups.get(&group(route)) == Some(&(0, Some(0))));
-        async move { done }
-    })
+    eventually(
+        seconds,
+        &format!("{routes:?} to settle on {stream}"),
+        || {
+            let groups = groups(redis, stream);
+            let done = routes
+                .iter()
+                .all(|route| groups.get(&group(route)) == Some(&(0, Some(0))));
+            async move { done }
+        },
+    )
     .await;
 }
 
@@ -207,12 +211,7 @@ pub const DEAD_LETTERS: &str = "hookonce_dead_letters";
 
 /// A configuration file for the `hookonce` binary: the default sources, this Redis, and
 /// `relay` written out as TOML (`extra` appended verbatim, e.g. route headers).
-pub fn config_file(
-    dir: &Path,
-    redis_url: &str,
-    relay: &RelaySettings,
-    extra: &str,
-) -> PathBuf {
+pub fn config_file(dir: &Path, redis_url: &str, relay: &RelaySettings, extra: &str) -> PathBuf {
     let mut text = format!(
         "[store]\nbackend = \"redis\"\nredis_url = \"{redis_url}\"\n\n[sink]\nkind = \"redis_stream\"\n\n{}\n",
         sources_toml(&default_sources())

@@ -25,7 +25,12 @@ async fn trimming_keeps_what_any_group_still_needs() {
     let app = crate::support::TestApp::builder(crate::support::Backend::Redis)
         .redis(redis)
         .sink(|s| s.trim = SinkTrim::Acknowledged)
-        .relay(|r| *r = relay(true, vec![("billing", route(&["stripe"], &worker.url("billing")))]))
+        .relay(|r| {
+            *r = relay(
+                true,
+                vec![("billing", route(&["stripe"], &worker.url("billing")))],
+            )
+        })
         .start()
         .await;
     let sent = ids("evt_trim", 20);
@@ -105,7 +110,11 @@ async fn trimming_keeps_what_any_group_still_needs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_destroyed_group_and_a_flushed_redis_are_recreated() {
     let worker = RelayWorker::start().await;
-    let app = serve(vec![("billing", route(&["stripe"], &worker.url("billing")))]).await;
+    let app = serve(vec![(
+        "billing",
+        route(&["stripe"], &worker.url("billing")),
+    )])
+    .await;
     let redis = app.redis.as_ref().unwrap();
     send(&app, "evt_before", "invoice.paid").await;
     worker
@@ -124,9 +133,13 @@ async fn a_destroyed_group_and_a_flushed_redis_are_recreated() {
     // Recreated at 0: the retained entry is delivered again (at least once), same key.
     settled(redis, &stream("stripe"), &["billing"], 10).await;
     let before = worker.of("billing", "evt_before");
-    assert!(before.iter().all(|d| d.key() == dedup_key("stripe", "evt_before")));
+    assert!(before
+        .iter()
+        .all(|d| d.key() == dedup_key("stripe", "evt_before")));
 
-    let _: () = redis::cmd("FLUSHALL").query(&mut redis.connection()).unwrap();
+    let _: () = redis::cmd("FLUSHALL")
+        .query(&mut redis.connection())
+        .unwrap();
     send(&app, "evt_flushed", "invoice.paid").await;
     worker
         .wait_acknowledged("billing", &["evt_flushed".to_owned()], 15)

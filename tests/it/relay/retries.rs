@@ -11,11 +11,19 @@ use crate::support::relay_worker::{Answer, RelayWorker};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_keep_the_key_and_count_attempts_up() {
     let worker = RelayWorker::start().await;
-    let app = serve(vec![("billing", route(&["stripe"], &worker.url("billing")))]).await;
+    let app = serve(vec![(
+        "billing",
+        route(&["stripe"], &worker.url("billing")),
+    )])
+    .await;
     worker.script(
         "billing",
         "evt_retry",
-        &[Answer::status(500), Answer::status(502), Answer::status(404)],
+        &[
+            Answer::status(500),
+            Answer::status(502),
+            Answer::status(404),
+        ],
     );
     send(&app, "evt_retry", "invoice.paid").await;
     worker
@@ -28,7 +36,13 @@ async fn retries_keep_the_key_and_count_attempts_up() {
         .iter()
         .all(|d| d.key() == dedup_key("stripe", "evt_retry")));
     let page = app.metrics().await;
-    let count = |outcome| metric(&page, DELIVERIES, &[("route", "billing"), ("outcome", outcome)]);
+    let count = |outcome| {
+        metric(
+            &page,
+            DELIVERIES,
+            &[("route", "billing"), ("outcome", outcome)],
+        )
+    };
     assert_eq!((count("failed"), count("delivered")), (3.0, 1.0));
     assert_eq!(metric(&page, ATTEMPT_SECONDS, &[("route", "billing")]), 4.0);
     app.stop().await;
@@ -72,9 +86,15 @@ async fn retry_after_is_honoured_for_that_event_only_and_capped() {
     };
     for id in ["evt_429", "evt_503"] {
         let waited = gap("billing", id);
-        assert!(waited >= Duration::from_millis(950), "{id} retried after {waited:?}");
+        assert!(
+            waited >= Duration::from_millis(950),
+            "{id} retried after {waited:?}"
+        );
         let capped = gap("capped", id);
-        assert!(capped < Duration::from_secs(5), "{id} capped retry after {capped:?}");
+        assert!(
+            capped < Duration::from_secs(5),
+            "{id} capped retry after {capped:?}"
+        );
     }
     // A 500 is retried on the route's backoff (20 ms, at most 200 ms), not a Retry-After.
     assert!(gap("billing", "evt_500") < Duration::from_millis(900));
@@ -102,8 +122,17 @@ async fn a_poison_event_is_dead_lettered_while_the_others_flow() {
     }
     worker.wait_acknowledged("billing", &others, 10).await;
     let poison = worker.of("billing", "evt_poison");
-    let last_ok = worker.to("billing").iter().filter(|d| d.ok()).map(|d| d.at).max();
-    assert_eq!(poison.len(), 1, "the others waited for the poison event's retry");
+    let last_ok = worker
+        .to("billing")
+        .iter()
+        .filter(|d| d.ok())
+        .map(|d| d.at)
+        .max();
+    assert_eq!(
+        poison.len(),
+        1,
+        "the others waited for the poison event's retry"
+    );
     assert!(last_ok.unwrap() < started + Duration::from_millis(1900));
 
     let redis = app.redis.as_ref().unwrap();
@@ -114,13 +143,24 @@ async fn a_poison_event_is_dead_lettered_while_the_others_flow() {
     })
     .await;
     let poison = worker.of("billing", "evt_poison");
-    assert_eq!(poison.iter().map(|d| d.attempt()).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(
+        poison.iter().map(|d| d.attempt()).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
     let original = xrange(redis, &stream("stripe"))
         .into_iter()
         .find(|(_, fields)| fields["event_id"] == "evt_poison")
         .unwrap();
     let (_, letter) = xrange(redis, &dlq).remove(0);
-    for field in ["source", "provider", "event_id", "event_type", "received_at", "body", "content_type"] {
+    for field in [
+        "source",
+        "provider",
+        "event_id",
+        "event_type",
+        "received_at",
+        "body",
+        "content_type",
+    ] {
         assert_eq!(letter[field], original.1[field], "{field}");
     }
     assert_eq!(letter["route"], "billing");
@@ -132,11 +172,24 @@ async fn a_poison_event_is_dead_lettered_while_the_others_flow() {
     assert!(at.abs_diff(crate::support::now_unix() as u64 * 1000) < 60_000);
     settled(redis, &stream("stripe"), &["billing"], 10).await;
     let page = app.metrics().await;
-    let count = |outcome| metric(&page, DELIVERIES, &[("route", "billing"), ("outcome", outcome)]);
-    assert_eq!((count("delivered"), count("failed"), count("dead_lettered")), (5.0, 3.0, 1.0));
+    let count = |outcome| {
+        metric(
+            &page,
+            DELIVERIES,
+            &[("route", "billing"), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(
+        (count("delivered"), count("failed"), count("dead_lettered")),
+        (5.0, 3.0, 1.0)
+    );
     crate::support::eventually(15, "the dead-letter gauge to read 1", || async {
         let page = app.metrics().await;
-        metric(&page, DEAD_LETTERS, &[("route", "billing"), ("source", "stripe")]) == 1.0
+        metric(
+            &page,
+            DEAD_LETTERS,
+            &[("route", "billing"), ("source", "stripe")],
+        ) == 1.0
     })
     .await;
     app.stop().await;
@@ -145,7 +198,10 @@ async fn a_poison_event_is_dead_lettered_while_the_others_flow() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_letter_statuses_and_unanswered_attempts_go_to_the_dead_letters() {
     let worker = RelayWorker::start().await;
-    let closed = format!("http://127.0.0.1:{}/gone", crate::support::redis::free_port());
+    let closed = format!(
+        "http://127.0.0.1:{}/gone",
+        crate::support::redis::free_port()
+    );
     let app = serve(vec![
         (
             "strict",
@@ -154,7 +210,13 @@ async fn dead_letter_statuses_and_unanswered_attempts_go_to_the_dead_letters() {
                 ..route(&["stripe"], &worker.url("strict"))
             },
         ),
-        ("gone", RouteSettings { max_attempts: 2, ..route(&["stripe"], &closed) }),
+        (
+            "gone",
+            RouteSettings {
+                max_attempts: 2,
+                ..route(&["stripe"], &closed)
+            },
+        ),
     ])
     .await;
     worker.poison("strict", "evt_bad", Answer::status(422));
@@ -166,12 +228,22 @@ async fn dead_letter_statuses_and_unanswered_attempts_go_to_the_dead_letters() {
         async move { n == 2 }
     })
     .await;
-    assert_eq!(worker.of("strict", "evt_bad").len(), 1, "422 is not retried");
+    assert_eq!(
+        worker.of("strict", "evt_bad").len(),
+        1,
+        "422 is not retried"
+    );
     let (_, strict) = xrange(redis, &dead_letters("stripe", "strict")).remove(0);
-    assert_eq!((strict["attempts"].as_str(), strict["last_status"].as_str()), ("1", "422"));
+    assert_eq!(
+        (strict["attempts"].as_str(), strict["last_status"].as_str()),
+        ("1", "422")
+    );
     // No answer at all: an empty last_status and the error said.
     let (_, gone) = xrange(redis, &dead_letters("stripe", "gone")).remove(0);
-    assert_eq!((gone["attempts"].as_str(), gone["last_status"].as_str()), ("2", ""));
+    assert_eq!(
+        (gone["attempts"].as_str(), gone["last_status"].as_str()),
+        ("2", "")
+    );
     assert!(!gone["last_error"].is_empty());
     app.stop().await;
 }
@@ -184,8 +256,13 @@ async fn a_worker_down_then_up_loses_nothing() {
         ..route(&["stripe"], &worker.url("billing"))
     };
     let app = serve(vec![("billing", billing)]).await;
+    // Sick first (503 to everything), then gone: connection refused.
+    worker.answer(Answer::status(503));
+    send(&app, "evt_sick", "invoice.paid").await;
+    worker.wait_deliveries(1, 10).await;
     worker.stop().await;
-    let wanted = ids("evt_down", 10);
+    worker.answer(Answer::OK);
+    let mut wanted = ids("evt_down", 10);
     for id in &wanted {
         send(&app, id, "invoice.paid").await;
     }
@@ -196,14 +273,18 @@ async fn a_worker_down_then_up_loses_nothing() {
         20.0,
     )
     .await;
-    assert!(worker.deliveries().is_empty());
+    assert!(worker
+        .deliveries()
+        .iter()
+        .all(|d| d.event_id() == "evt_sick"));
     worker.restart().await;
+    wanted.push("evt_sick".to_owned());
     worker.wait_acknowledged("billing", &wanted, 15).await;
     let redis = app.redis.as_ref().unwrap();
     settled(redis, &stream("stripe"), &["billing"], 10).await;
     let acknowledged = worker.acknowledged("billing");
     assert!(acknowledged.values().all(|n| *n == 1), "{acknowledged:?}");
-    assert_eq!(acknowledged.len(), 10);
+    assert_eq!(acknowledged.len(), 11);
     assert_eq!(xlen(redis, &dead_letters("stripe", "billing")), 0);
     app.stop().await;
 }

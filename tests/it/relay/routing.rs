@@ -44,7 +44,13 @@ async fn each_event_goes_once_to_every_matching_route_and_the_others_skip_it() {
     send(&app, "evt_inv1", "invoice.paid").await;
     send(&app, "evt_pi", "payment_intent.succeeded").await;
     let redis = app.redis.as_ref().unwrap();
-    settled(redis, &stream("stripe"), &["billing", "audit", "charges"], 15).await;
+    settled(
+        redis,
+        &stream("stripe"),
+        &["billing", "audit", "charges"],
+        15,
+    )
+    .await;
     let once = |ids: &[&str]| -> BTreeMap<String, usize> {
         ids.iter().map(|id| (id.to_string(), 1)).collect()
     };
@@ -61,18 +67,29 @@ async fn each_event_goes_once_to_every_matching_route_and_the_others_skip_it() {
 
     let page = app.metrics().await;
     let count = |route: &str, outcome: &str| {
-        metric(
-            &page,
-            DELIVERIES,
-            &[("route", route), ("outcome", outcome)],
-        )
+        metric(&page, DELIVERIES, &[("route", route), ("outcome", outcome)])
     };
-    assert_eq!((count("billing", "delivered"), count("billing", "skipped")), (3.0, 2.0));
-    assert_eq!((count("audit", "delivered"), count("audit", "skipped")), (5.0, 0.0));
-    assert_eq!((count("charges", "delivered"), count("charges", "skipped")), (1.0, 4.0));
-    assert_eq!(count("billing", "failed") + count("billing", "dead_lettered"), 0.0);
+    assert_eq!(
+        (count("billing", "delivered"), count("billing", "skipped")),
+        (3.0, 2.0)
+    );
+    assert_eq!(
+        (count("audit", "delivered"), count("audit", "skipped")),
+        (5.0, 0.0)
+    );
+    assert_eq!(
+        (count("charges", "delivered"), count("charges", "skipped")),
+        (1.0, 4.0)
+    );
+    assert_eq!(
+        count("billing", "failed") + count("billing", "dead_lettered"),
+        0.0
+    );
     assert_eq!(metric(&page, ATTEMPT_SECONDS, &[("route", "audit")]), 5.0);
-    assert_eq!(metric(&page, END_TO_END_SECONDS, &[("route", "billing")]), 3.0);
+    assert_eq!(
+        metric(&page, END_TO_END_SECONDS, &[("route", "billing")]),
+        3.0
+    );
     // The lag gauge is sampled: it shows up, then reads 0 for every route and source.
     crate::support::eventually(15, "the lag gauges to read 0", || async {
         let page = app.metrics().await;
@@ -88,7 +105,10 @@ async fn a_worker_receives_the_raw_body_and_the_hookonce_headers() {
     let worker = RelayWorker::start().await;
     let mut billing = route(&["stripe"], &worker.url("billing"));
     billing.headers = BTreeMap::from([
-        ("Authorization".to_owned(), Secret::literal("Bearer t0k").unwrap()),
+        (
+            "Authorization".to_owned(),
+            Secret::literal("Bearer t0k").unwrap(),
+        ),
         ("X-Team".to_owned(), Secret::literal("payments").unwrap()),
     ]);
     let app = serve(vec![("billing", billing)]).await;
@@ -99,14 +119,20 @@ async fn a_worker_receives_the_raw_body_and_the_hookonce_headers() {
     let redis = app.redis.as_ref().unwrap();
     let (_, entry) = xrange(redis, &stream("stripe")).remove(0);
     let delivery = worker.to("billing").remove(0);
-    assert_eq!(delivery.body.as_ref(), stripe_event("evt_hdr", "invoice.paid"));
+    assert_eq!(
+        delivery.body.as_ref(),
+        stripe_event("evt_hdr", "invoice.paid")
+    );
     assert_eq!(delivery.key(), dedup_key("stripe", "evt_hdr"));
     assert_eq!(delivery.header("x-hookonce-source"), "stripe");
     assert_eq!(delivery.header("x-hookonce-provider"), "stripe");
     assert_eq!(delivery.header("x-hookonce-event-id"), "evt_hdr");
     assert_eq!(delivery.header("x-hookonce-event-type"), "invoice.paid");
     assert_eq!(delivery.header("x-hookonce-attempt"), "1");
-    assert_eq!(delivery.header("x-hookonce-received-at"), entry["received_at"]);
+    assert_eq!(
+        delivery.header("x-hookonce-received-at"),
+        entry["received_at"]
+    );
     let received_at: u64 = entry["received_at"].parse().unwrap();
     assert!(received_at <= delivery.at_ms && delivery.at_ms - received_at < 10_000);
     // The stream entry keeps the delivery's Content-Type, and the relay sends it on.

@@ -30,9 +30,11 @@ async fn ingest_and_config(
 async fn a_killed_relay_is_taken_over_after_claim_idle_with_the_same_key() {
     let worker = RelayWorker::start().await;
     let headers = "headers = { Authorization = \"env:RELAY_TEST_TOKEN\" }\n";
-    let (app, dir, config) =
-        ingest_and_config(vec![("billing", route(&["stripe"], &worker.url("billing")))], headers)
-            .await;
+    let (app, dir, config) = ingest_and_config(
+        vec![("billing", route(&["stripe"], &worker.url("billing")))],
+        headers,
+    )
+    .await;
     let env = [("RELAY_TEST_TOKEN", TOKEN), ("RUST_LOG", "debug")];
     let mut first = Daemon::relay(&config, dir.path(), &env).await;
     worker.hold();
@@ -58,7 +60,10 @@ async fn a_killed_relay_is_taken_over_after_claim_idle_with_the_same_key() {
     assert_eq!(held[0].key(), dedup_key("stripe", "evt_held"));
     assert_eq!((held[0].attempt(), held[1].attempt()), (1, 2));
     let waited = held[1].at.duration_since(killed);
-    assert!(waited >= Duration::from_millis(900), "taken over after {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(900),
+        "taken over after {waited:?}"
+    );
     let redis = app.redis.as_ref().unwrap();
     settled(redis, &stream("stripe"), &["billing"], 10).await;
     // The route's header reached the worker; its value is in no log line.
@@ -67,7 +72,13 @@ async fn a_killed_relay_is_taken_over_after_claim_idle_with_the_same_key() {
     assert!(!logs.contains("relay-token-never-logged"), "{logs}");
     assert!(!logs.is_empty());
     let page = second.metrics().await;
-    assert!(metric(&page, DELIVERIES, &[("route", "billing"), ("outcome", "delivered")]) >= 2.0);
+    assert!(
+        metric(
+            &page,
+            DELIVERIES,
+            &[("route", "billing"), ("outcome", "delivered")]
+        ) >= 2.0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,7 +88,10 @@ async fn two_relays_share_the_work_and_the_audit_finds_no_loss() {
     let record = dir.path().join("deliveries.jsonl");
     worker.record_to(&record);
     let routes = vec![
-        ("billing", typed(route(&["stripe"], &worker.url("billing")), &["invoice.*"])),
+        (
+            "billing",
+            typed(route(&["stripe"], &worker.url("billing")), &["invoice.*"]),
+        ),
         ("audit", route(&["stripe"], &worker.url("audit"))),
     ];
     let (app, _config_dir, config) = ingest_and_config(routes, "").await;
@@ -85,7 +99,11 @@ async fn two_relays_share_the_work_and_the_audit_finds_no_loss() {
     let b = Daemon::relay(&config, dir.path(), &[]).await;
     let first = ids("evt_two", 40);
     for (i, id) in first.iter().enumerate() {
-        let event_type = if i % 4 == 0 { "charge.refunded" } else { "invoice.paid" };
+        let event_type = if i % 4 == 0 {
+            "charge.refunded"
+        } else {
+            "invoice.paid"
+        };
         send(&app, id, event_type).await;
     }
     worker.wait_acknowledged("audit", &first, 20).await;
@@ -111,7 +129,10 @@ async fn two_relays_share_the_work_and_the_audit_finds_no_loss() {
         .chain(second.iter().cloned())
         .collect();
     let acknowledged = worker.acknowledged("billing");
-    assert_eq!(acknowledged.keys().cloned().collect::<Vec<_>>().len(), billing.len());
+    assert_eq!(
+        acknowledged.keys().cloned().collect::<Vec<_>>().len(),
+        billing.len()
+    );
     assert!(billing.iter().all(|id| acknowledged.contains_key(id)));
     // Before the crash, every event exactly once on each route.
     for id in &first {
@@ -119,7 +140,10 @@ async fn two_relays_share_the_work_and_the_audit_finds_no_loss() {
     }
 
     let loadgen = PathBuf::from(BIN).with_file_name("hookonce-loadgen");
-    assert!(loadgen.exists(), "build it first: cargo build -p hookonce-loadgen");
+    assert!(
+        loadgen.exists(),
+        "build it first: cargo build -p hookonce-loadgen"
+    );
     let output = std::process::Command::new(&loadgen)
         .args(["audit-relay", "--config", config.to_str().unwrap()])
         .arg("--deliveries")

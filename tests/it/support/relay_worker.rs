@@ -186,11 +186,10 @@ impl RelayWorker {
 
     /// The next deliveries of `event_id` on `route` get these answers, in order, then the default.
     pub fn script(&self, route: &str, event_id: &str, answers: &[Answer]) {
-        self.shared
-            .scripted
-            .lock()
-            .unwrap()
-            .insert((route.to_owned(), event_id.to_owned()), answers.iter().copied().collect());
+        self.shared.scripted.lock().unwrap().insert(
+            (route.to_owned(), event_id.to_owned()),
+            answers.iter().copied().collect(),
+        );
     }
 
     /// Every delivery of `event_id` on `route` gets `answer` until [`RelayWorker::heal`].
@@ -283,7 +282,14 @@ impl RelayWorker {
     pub fn summary(&self) -> Vec<(String, String, u32, u16)> {
         self.deliveries()
             .iter()
-            .map(|d| (d.route.clone(), d.event_id().to_owned(), d.attempt(), d.status))
+            .map(|d| {
+                (
+                    d.route.clone(),
+                    d.event_id().to_owned(),
+                    d.attempt(),
+                    d.status,
+                )
+            })
             .collect()
     }
 }
@@ -307,7 +313,9 @@ async fn receive(State(shared): State<Arc<Shared>>, request: Request) -> Respons
     let at = Instant::now();
     let at_ms = unix_ms();
     let (parts, body) = request.into_parts();
-    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+    let body = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
     let route = parts
         .uri
         .path()
@@ -392,7 +400,9 @@ pub fn verify_standard_webhook(secret: &str, delivery: &Delivery) -> Result<(), 
         .parse()
         .map_err(|_| format!("webhook-timestamp {timestamp:?} is not a number"))?;
     if (seconds - super::now_unix()).abs() > 300 {
-        return Err(format!("webhook-timestamp {seconds} is not within 5 minutes"));
+        return Err(format!(
+            "webhook-timestamp {seconds} is not within 5 minutes"
+        ));
     }
     let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
     mac.update(format!("{id}.{timestamp}.").as_bytes());

@@ -14,14 +14,17 @@
 //!   (`hookonce dlq …`, `hookonce redeliver`).
 //! - [`trim::Trimmer`]: `sink.trim = "acknowledged"`, run by `App` and `hookonce relay`.
 //!
-//! Parts: `route.rs` (a route's globs and headers), `worker.rs` (one route's read loop, its
-//! deliveries and the refresh of what it holds), `deliver.rs` (one HTTP attempt), `backoff.rs`
+//! Parts: `route.rs` (a route's globs and headers), `worker.rs` (one route's lanes and read
+//! loops), `keeper.rs` (refresh of what it holds, takeover, sampling), `job.rs` (one entry's
+//! attempts, ack or dead letter), `deliver.rs` (one HTTP attempt), `backoff.rs`
 //! (delays and `Retry-After`), `dlq.rs`, `trim.rs`, `streams.rs` (key names). Every Redis
 //! command goes through `store::RedisStore` (its stream methods and scripts).
 
 pub mod backoff;
 pub mod deliver;
 pub mod dlq;
+mod job;
+mod keeper;
 pub mod route;
 pub mod streams;
 pub mod trim;
@@ -33,7 +36,7 @@ use std::time::Duration;
 
 use crate::config::{ConfigError, Settings};
 use crate::metrics::Metrics;
-use crate::store::{RedisStartError, RedisStore};
+use crate::store::{RedisStartError, RedisStore, RelayScripts};
 
 pub use route::Route;
 
@@ -72,7 +75,7 @@ impl Relay {
     ) -> Result<Self, RelayError> {
         validate(settings)?;
         let consumer = consumer_name();
-        let scripts = Arc::new(worker::Scripts::new());
+        let scripts = Arc::new(RelayScripts::new());
         store.load(&scripts.all()).await?;
         let client = deliver::client().map_err(RelayError::Client)?;
         let mut routes = Vec::new();

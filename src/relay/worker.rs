@@ -1,38 +1,308 @@
-//! One route's loop (stub: replaced by the read/deliver/refresh loop).
+//! One route's work in one relay process: a lane per stream it reads (each source's streams and
+//! its replay stream), each with a reader (`XREADGROUP`) and a keeper that refreshes what this
+//! relay holds and takes over what a stopped relay left (`XAUTOCLAIM` after `claim_idle`).
+//! Every entry read becomes a [`Job`] task.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::{AbortHandle, JoinSet};
+
+use super::job::Job;
+use super::keeper::{keep, sample};
 use super::Route;
-use crate::metrics::RelayMetrics;
-use crate::store::{RedisStore, Script};
+use crate::config::RouteStart;
+use crate::metrics::{RelayMetrics, RelayOutcome};
+use crate::store::{is_missing_group, RedisStore, RelayScripts, StoreError, StreamEntry};
+use crate::util::error_chain;
 
-/// The relay's scripts, loaded once per relay.
-pub struct Scripts {}
+/// How long one read blocks; also how soon a stopped relay's reader notices.
+const BLOCK: Duration = Duration::from_secs(1);
+/// Entries one read or one takeover asks for at most.
+pub(super) const BATCH: usize = 64;
 
-impl Scripts {
-    pub fn new() -> Self {
-        Self {}
+/// Resolves once `stopped` turns true (or its sender is gone).
+pub(super) async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|stop| *stop).await;
+}
+
+/// What every task of a route shares.
+pub(super) struct Shared {
+    pub route: Arc<Route>,
+    pub metrics: Arc<RelayMetrics>,
+    pub store: RedisStore,
+    pub scripts: Arc<RelayScripts>,
+    pub client: reqwest::Client,
+    pub consumer: String,
+    pub claim_idle: Duration,
+    /// Attempts in flight (`concurrency`).
+    pub concurrency: Semaphore,
+    /// Entries held (in flight or waiting out a backoff), a multiple of `concurrency`.
+    pub slots: Arc<Semaphore>,
+    pub stopped: watch::Receiver<bool>,
+}
+
+/// One stream a route reads, and the entries of it this relay holds.
+pub(super) struct Lane {
+    /// Index into `route.per_source`.
+    pub source: usize,
+    pub stream: String,
+    /// A replay stream: read only by this route, so entries are deleted once done.
+    pub replay: bool,
+    held: Mutex<HashMap<String, Option<AbortHandle>>>,
+}
+
+impl Lane {
+    /// Marks `id` held; false when it already is (a takeover of an entry we still work on).
+    fn hold(&self, id: &str) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.contains_key(id) {
+            return false;
+        }
+        held.insert(id.to_owned(), None);
+        true
     }
 
-    pub fn all(&self) -> Vec<&Script> {
-        Vec::new()
+    /// Records the job of a held entry, so that losing the entry can stop it.
+    fn attach(&self, id: &str, job: AbortHandle) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = held.get_mut(id) {
+            *slot = Some(job);
+        }
+    }
+
+    pub fn release(&self, id: &str) {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+    }
+
+    pub fn ids(&self) -> Vec<String> {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.keys().cloned().collect()
+    }
+
+    /// Stops the jobs of entries no longer ours (taken over, or the group was recreated).
+    pub fn keep_only(&self, ids: &[String], owned: &[String]) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        for id in ids.iter().filter(|id| !owned.contains(id)) {
+            if let Some(Some(job)) = held.remove(id) {
+                job.abort();
+            }
+        }
     }
 }
 
-/// One route of one relay process.
+/// One route of one relay process, as `Relay::build` made it.
 pub struct RouteWorker {
     pub route: Arc<Route>,
     pub metrics: Arc<RelayMetrics>,
     pub store: RedisStore,
-    pub scripts: Arc<Scripts>,
+    pub scripts: Arc<RelayScripts>,
     pub client: reqwest::Client,
     pub consumer: String,
     pub claim_idle: Duration,
 }
 
 impl RouteWorker {
-    pub async fn run(self, mut stopped: tokio::sync::watch::Receiver<bool>) {
-        let _ = stopped.wait_for(|stop| *stop).await;
+    /// Runs until `stopped`, then waits for the jobs in flight; dropping it stops everything.
+    pub async fn run(self, stopped: watch::Receiver<bool>) {
+        let route = Arc::clone(&self.route);
+        let held = (route.concurrency * 4).max(BATCH);
+        let shared = Arc::new(Shared {
+            concurrency: Semaphore::new(route.concurrency),
+            slots: Arc::new(Semaphore::new(held)),
+            route: self.route,
+            metrics: self.metrics,
+            store: self.store,
+            scripts: self.scripts,
+            client: self.client,
+            consumer: self.consumer,
+            claim_idle: self.claim_idle,
+            stopped: stopped.clone(),
+        });
+        let (tx, mut rx) = mpsc::channel::<Job>(BATCH);
+        let mut background = JoinSet::new();
+        for lane in lanes(&route) {
+            let lane = Arc::new(lane);
+            background.spawn(read(Arc::clone(&shared), Arc::clone(&lane), tx.clone()));
+            background.spawn(keep(Arc::clone(&shared), lane, tx.clone()));
+        }
+        background.spawn(sample(Arc::clone(&shared)));
+        drop(tx);
+        let mut jobs = JoinSet::new();
+        let mut stop = stopped.clone();
+        loop {
+            tokio::select! {
+                Some(job) = rx.recv() => {
+                    let (lane, id) = (Arc::clone(&job.lane), job.entry.id.clone());
+                    let handle = jobs.spawn(job.run());
+                    lane.attach(&id, handle);
+                }
+                Some(_) = jobs.join_next(), if !jobs.is_empty() => {}
+                () = until_stopped(&mut stop) => break,
+            }
+        }
+        // Jobs waiting for a permit or a backoff end at once; attempts in flight finish. The
+        // keepers go on refreshing meanwhile, so nothing of ours is taken over mid-attempt.
+        drop(rx);
+        while jobs.join_next().await.is_some() {}
+        background.abort_all();
+    }
+}
+
+fn lanes(route: &Route) -> Vec<Lane> {
+    let mut lanes = Vec::new();
+    for (index, source) in route.per_source.iter().enumerate() {
+        let streams = source.streams.iter().map(|s| (s, false));
+        for (stream, replay) in streams.chain([(&source.replays, true)]) {
+            lanes.push(Lane {
+                source: index,
+                stream: stream.clone(),
+                replay,
+                held: Mutex::new(HashMap::new()),
+            });
+        }
+    }
+    lanes
+}
+
+/// Creates the lane's group where the route starts (`0` or `$`); a replay stream from `0`.
+async fn create_group(shared: &Shared, lane: &Lane, start: RouteStart) -> Result<(), StoreError> {
+    let start = match (start, lane.replay) {
+        (RouteStart::New, false) => "$",
+        _ => "0",
+    };
+    if shared
+        .store
+        .create_group(&lane.stream, &shared.route.group, start)
+        .await?
+    {
+        tracing::info!(message = "Consumer group created.", stream = %lane.stream, group = %shared.route.group, start);
+    }
+    Ok(())
+}
+
+/// The lane's reader: new entries, as many as there are free slots.
+async fn read(shared: Arc<Shared>, lane: Arc<Lane>, jobs: mpsc::Sender<Job>) {
+    let mut stopped = shared.stopped.clone();
+    let mut pause = Outage::default();
+    let reader = loop {
+        let connected = match create_group(&shared, &lane, shared.route.start).await {
+            Ok(()) => shared.store.dedicated(BLOCK).await,
+            Err(error) => Err(error),
+        };
+        match connected {
+            Ok(reader) => break reader,
+            Err(error) => pause.wait(&shared, &lane, &error).await,
+        }
+        if *stopped.borrow() {
+            return;
+        }
+    };
+    loop {
+        let first = tokio::select! {
+            slot = Arc::clone(&shared.slots).acquire_owned() => match slot { Ok(s) => s, Err(_) => return },
+            () = until_stopped(&mut stopped) => return,
+        };
+        let mut slots = vec![first];
+        while slots.len() < BATCH {
+            match Arc::clone(&shared.slots).try_acquire_owned() {
+                Ok(slot) => slots.push(slot),
+                Err(_) => break,
+            }
+        }
+        let (route, consumer) = (&shared.route, &shared.consumer);
+        let read = reader.read_group(&lane.stream, &route.group, consumer, slots.len(), BLOCK);
+        let read = tokio::select! {
+            read = read => read,
+            () = until_stopped(&mut stopped) => return,
+        };
+        match read {
+            Ok(entries) => {
+                pause.clear(&lane);
+                for (entry, slot) in entries.into_iter().zip(slots) {
+                    take(&shared, &lane, entry, 1, slot, &jobs).await;
+                }
+            }
+            Err(error) if is_missing_group(&error) => {
+                tracing::warn!(message = "Consumer group or stream vanished; recreating it at 0.", stream = %lane.stream, group = %route.group);
+                if let Err(error) = create_group(&shared, &lane, RouteStart::Beginning).await {
+                    pause.wait(&shared, &lane, &error).await;
+                }
+            }
+            Err(error) => pause.wait(&shared, &lane, &error).await,
+        }
+    }
+}
+
+/// Hands an entry to a job, or acknowledges it for this route when its type does not match.
+pub(super) async fn take(
+    shared: &Arc<Shared>,
+    lane: &Arc<Lane>,
+    entry: StreamEntry,
+    attempt: u32,
+    slot: OwnedSemaphorePermit,
+    jobs: &mpsc::Sender<Job>,
+) {
+    if !shared.route.matches(&entry.text("event_type")) {
+        let (s, group) = (&shared.scripts, &shared.route.group);
+        match s
+            .ack(&shared.store, &lane.stream, group, &entry.id, lane.replay)
+            .await
+        {
+            Ok(()) => shared.metrics.count(RelayOutcome::Skipped),
+            // Left pending: it is taken over (and skipped) once idle.
+            Err(error) => {
+                tracing::warn!(message = "Cannot acknowledge a skipped entry.", stream = %lane.stream, error = %error_chain(&error))
+            }
+        }
+        return;
+    }
+    if !lane.hold(&entry.id) {
+        return;
+    }
+    let job = Job {
+        shared: Arc::clone(shared),
+        lane: Arc::clone(lane),
+        entry,
+        attempt,
+        slot,
+    };
+    if let Err(mpsc::error::SendError(job)) = jobs.send(job).await {
+        lane.release(&job.entry.id);
+    }
+}
+
+/// Paces retries of a failing Redis call (an outage is ridden out) and logs its start once.
+#[derive(Default)]
+struct Outage {
+    pause: Option<Duration>,
+}
+
+impl Outage {
+    async fn wait(&mut self, shared: &Shared, lane: &Lane, error: &StoreError) {
+        let pause = match self.pause {
+            None => {
+                tracing::warn!(message = "Relay cannot read from Redis; retrying.", stream = %lane.stream, error = %error_chain(error));
+                Duration::from_millis(100)
+            }
+            Some(pause) => (pause * 2).min(Duration::from_secs(2)),
+        };
+        self.pause = Some(pause);
+        let mut stopped = shared.stopped.clone();
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = until_stopped(&mut stopped) => {}
+        }
+    }
+
+    fn clear(&mut self, lane: &Lane) {
+        if self.pause.take().is_some() {
+            tracing::info!(message = "Relay reads from Redis again.", stream = %lane.stream);
+        }
     }
 }

@@ -9,9 +9,13 @@
 //! - [`redis`]: [`RedisStore`], a self-reconnecting connection with the store timeout on every
 //!   call, script invocation by SHA, `WAIT`, the start-up safety checks and the operator reads.
 //! - [`record`]: the dedup record formats and the payload [`Fingerprint`].
+//! - [`relay`]: the relay's scripts (refresh, retry, acknowledge, dead-letter, copy, trim); and
+//!   `streams.rs`, the consumer-group commands as `RedisStore` methods and [`StreamEntry`].
 
 pub mod record;
 pub mod redis;
+pub mod relay;
+mod streams;
 
 use std::future::Future;
 use std::time::Duration;
@@ -20,6 +24,8 @@ use crate::config::{StoreBackend, StoreSettings};
 
 pub use self::record::{Fingerprint, Record};
 pub use self::redis::{RedisStartError, RedisStore, Script, ScriptCall};
+pub use self::relay::RelayScripts;
+pub use self::streams::{is_missing_group, StreamEntry};
 
 /// Why a store call did not succeed. Every variant answers 503, so the sender retries.
 #[derive(Debug, thiserror::Error)]

@@ -24,8 +24,10 @@ impl Script {
 /// A Redis connection that recovers by itself, with the store timeout applied to every call.
 #[derive(Clone)]
 pub struct RedisStore {
-    connection: ConnectionManager,
-    timeout: Duration,
+    pub(super) connection: ConnectionManager,
+    pub(super) timeout: Duration,
+    /// Kept to open the relay's dedicated connections for blocking reads.
+    pub(super) client: Client,
 }
 
 /// Why the daemon refuses to start against a Redis.
@@ -102,7 +104,7 @@ impl RedisStore {
             .set_max_delay(Duration::from_millis(200));
         let connection = tokio::time::timeout(
             settings.timeout.0 * 4,
-            ConnectionManager::new_with_config(client, config),
+            ConnectionManager::new_with_config(client.clone(), config),
         )
         .await
         .map_err(|_| {
@@ -115,6 +117,7 @@ impl RedisStore {
         Ok(Self {
             connection,
             timeout: settings.timeout.0,
+            client,
         })
     }
 

@@ -49,11 +49,16 @@ async fn a_killed_relay_is_taken_over_after_claim_idle_with_the_same_key() {
     worker
         .wait_acknowledged("billing", &["evt_after".to_owned()], 10)
         .await;
-    crate::support::eventually(15, "evt_held delivered again", || {
-        let n = worker.of("billing", "evt_held").len();
-        async move { n >= 2 }
-    })
-    .await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while worker.of("billing", "evt_held").len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "evt_held was not delivered again: {:?}\nsecond relay's log:\n{}",
+            worker.summary(),
+            second.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let held = worker.of("billing", "evt_held");
     assert_eq!(held.len(), 2, "{:?}", worker.summary());
     assert_eq!(held[0].key(), held[1].key());

@@ -30,6 +30,8 @@ pub mod forward;
 pub mod ledger;
 pub mod metrics;
 pub mod outcome;
+#[cfg(test)]
+mod property;
 pub mod proxy;
 pub mod relay;
 pub mod server;

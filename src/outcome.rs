@@ -77,6 +77,22 @@ impl Outcome {
             _ => 5,
         }
     }
+
+    /// The outcome that speaks for a request from those of its events: the most pressing
+    /// refusal ([`Outcome::severity`]), else `forwarded` when any event reached the queue now,
+    /// else `duplicate`. So a batch with one new event among duplicates is a forwarded request.
+    pub fn of_request(events: &[Outcome]) -> Outcome {
+        let worst = events
+            .iter()
+            .copied()
+            .max_by_key(|o| o.severity())
+            .unwrap_or(Outcome::Malformed);
+        if worst == Outcome::Duplicate && events.contains(&Outcome::Forwarded) {
+            Outcome::Forwarded
+        } else {
+            worst
+        }
+    }
 }
 
 /// What happened to one request on an Idempotency-Key proxy (docs/design.md,

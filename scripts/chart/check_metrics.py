@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Checks that every metric the dashboard and the alert rules query is exported by a live daemon.
 
-Starts `hookonce serve` on two free loopback ports, waits until /metrics answers, sends one signed
-webhook twice (forwarded, then duplicate) so per-source and per-operation series exist, scrapes
-/metrics, stops the daemon by its PID, and compares metric names. A queried histogram must be
+Starts `hookonce serve` on free loopback ports, waits until /metrics answers, sends one signed
+webhook twice (forwarded, then duplicate) and one POST with an Idempotency-Key twice through the
+config's proxy `demo` (executed, then replayed; its upstream is a tiny HTTP server in this script)
+so per-source, per-proxy and per-operation series exist, scrapes /metrics, stops the daemon by its
+PID, and compares metric names. A queried histogram must be
 queried through its exported series (`_bucket`, `_sum`, `_count`), as PromQL sees them.
 
 Some series only exist with the Redis store (store and stream metrics), so with --redis-config and
@@ -15,6 +17,7 @@ Usage: check_metrics.py --bin BIN --config TOML [--redis-config TOML --redis-ser
 """
 
 import argparse
+import http.server
 import json
 import os
 import re
@@ -23,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -84,6 +88,29 @@ def post(url, body, headers):
         return error.code
 
 
+class Upstream(http.server.BaseHTTPRequestHandler):
+    """The demo proxy's upstream: answers every request 201 with a small JSON body."""
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        body = b'{"created":true}'
+        self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def start_upstream():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 def signed_headers(binary, config, env, body_path):
     out = subprocess.run(
         [binary, "sign", "--config", config, "--source", "demo", "--body", body_path,
@@ -132,13 +159,17 @@ def start_redis(redis_server):
 
 
 def scrape_live_daemon(binary, config, extra_env=None):
-    http_port, metrics_port = free_port(), free_port()
-    while metrics_port == http_port:
-        metrics_port = free_port()
+    ports = set()
+    while len(ports) < 3:
+        ports.add(free_port())
+    http_port, metrics_port, proxy_port = sorted(ports)
+    upstream = start_upstream()
     env = dict(os.environ)
     env.update(extra_env or {})
     env["HOOKONCE__SERVER__LISTEN"] = f"127.0.0.1:{http_port}"
     env["HOOKONCE__SERVER__METRICS_LISTEN"] = f"127.0.0.1:{metrics_port}"
+    env["HOOKONCE__PROXIES__DEMO__LISTEN"] = f"127.0.0.1:{proxy_port}"
+    env["HOOKONCE__PROXIES__DEMO__UPSTREAM"] = f"http://127.0.0.1:{upstream.server_address[1]}"
     env.setdefault("RUST_LOG", "warn")
     metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     log = tempfile.TemporaryFile()
@@ -174,10 +205,17 @@ def scrape_live_daemon(binary, config, extra_env=None):
         print(f"webhook deliveries answered {first} then {second}")
         if first != 200 or second != 200:
             sys.exit(f"FAIL: expected 200 (forwarded) then 200 (duplicate), got {first} and {second}")
+        order = f"http://127.0.0.1:{proxy_port}/v1/orders"
+        keyed = {"Idempotency-Key": "chart-metrics-check-1", "Content-Type": "application/json"}
+        first, second = post(order, b'{"sku":42}', keyed), post(order, b'{"sku":42}', keyed)
+        print(f"proxied POSTs answered {first} then {second}")
+        if first != 201 or second != 201:
+            sys.exit(f"FAIL: expected 201 (executed) then 201 (replayed), got {first} and {second}")
         _, text = http_get(metrics_url)
         return text
     finally:
         stop(daemon)
+        upstream.shutdown()
 
 
 def exported_names(text):

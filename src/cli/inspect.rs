@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use hookonce::config::{Settings, StoreBackend};
+use hookonce::forward::Target;
 use hookonce::proxy::{self, response::StoredResponse};
 use hookonce::store::{Record, RedisStore};
 use hookonce::webhooks;
@@ -40,7 +41,7 @@ pub(crate) struct Lookup {
 
 /// Whose record a key is, which decides how it is printed.
 enum Kind {
-    Event { stream: String },
+    Event { target: Box<Target> },
     Proxy,
 }
 
@@ -52,6 +53,17 @@ pub(crate) fn run(settings: &Settings, lookup: &Lookup, forget: bool) -> anyhow:
     runtime()?.block_on(async {
         let store = RedisStore::connect(&settings.store).await?;
         if forget {
+            // With body_dedup the event's payload has a record of its own; it goes too, or the
+            // next delivery would be a duplicate of the forgotten one.
+            let record = store.get_record(&key).await?;
+            let body_key = match (&kind, &record) {
+                (Kind::Event { target }, Some((record, _))) => Record::parse(record)
+                    .and_then(|record| target.body_key_of_record(record.fingerprint())),
+                _ => None,
+            };
+            if let Some(body_key) = body_key {
+                store.delete_record(&body_key).await?;
+            }
             return Ok(if store.delete_record(&key).await? {
                 println!("forgot {key}: the next delivery or request with this key runs again");
                 ExitCode::SUCCESS
@@ -67,7 +79,7 @@ pub(crate) fn run(settings: &Settings, lookup: &Lookup, forget: bool) -> anyhow:
         println!("key:         {key}");
         match kind {
             _ if show_processing(&record) => {}
-            Kind::Event { stream } => show_event_record(&record, &stream),
+            Kind::Event { target } => show_event_record(&record, &target.stream),
             Kind::Proxy => show_proxy_record(&record),
         }
         let ttl = Duration::from_millis(ttl_ms.max(0) as u64);
@@ -92,8 +104,9 @@ fn locate(settings: &Settings, lookup: &Lookup) -> anyhow::Result<(String, Kind)
         (Some(_), _) => bail!("with --proxy, give the Idempotency-Key only"),
         (None, [source, event_id]) => {
             let (_, target) = webhooks::source(settings, source)?;
-            let stream = target.stream.clone();
-            Ok((target.record_key(event_id), Kind::Event { stream }))
+            let key = target.record_key(event_id);
+            let target = Box::new(target);
+            Ok((key, Kind::Event { target }))
         }
         (None, _) => bail!("give SOURCE EVENT_ID, or --proxy NAME --path PATH KEY"),
     }

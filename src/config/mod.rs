@@ -5,6 +5,8 @@
 //! imports nothing else of the crate. Checks that need another part (a provider's own keys) are
 //! that part's, run by `app::validate`.
 
+#[cfg(test)]
+mod property_tests;
 mod proxy;
 mod redact;
 mod relay;
@@ -85,35 +87,49 @@ pub fn load(file: Option<&Path>) -> Result<Settings, ConfigError> {
                 .required(true),
         );
     }
-    finish(builder, true, file)
+    finish(builder, Some(environment()), file)
 }
 
 /// Loads `text` (the embedded default) in place of a file, then the environment.
 pub fn load_with_base(text: &str) -> Result<Settings, ConfigError> {
     let builder = config::Config::builder()
         .add_source(config::File::from_str(text, config::FileFormat::Toml));
-    finish(builder, true, None)
+    finish(builder, Some(environment()), None)
 }
 
 /// Loads configuration from TOML text alone, without the environment (tests).
 pub fn from_toml(text: &str) -> Result<Settings, ConfigError> {
     let builder = config::Config::builder()
         .add_source(config::File::from_str(text, config::FileFormat::Toml));
-    finish(builder, false, None)
+    finish(builder, None, None)
+}
+
+/// Loads TOML text and then `variables` in place of the process environment (tests).
+#[cfg(test)]
+pub(crate) fn from_toml_and_env(
+    text: &str,
+    variables: std::collections::HashMap<String, String>,
+) -> Result<Settings, ConfigError> {
+    let builder = config::Config::builder()
+        .add_source(config::File::from_str(text, config::FileFormat::Toml));
+    finish(builder, Some(environment().source(Some(variables))), None)
+}
+
+/// `HOOKONCE__SECTION__KEY` variables, values parsed as numbers or booleans where they can be.
+fn environment() -> config::Environment {
+    config::Environment::with_prefix("HOOKONCE")
+        .prefix_separator("__")
+        .separator("__")
+        .try_parsing(true)
 }
 
 fn finish(
     mut builder: config::ConfigBuilder<config::builder::DefaultState>,
-    environment: bool,
+    environment: Option<config::Environment>,
     file: Option<&Path>,
 ) -> Result<Settings, ConfigError> {
-    if environment {
-        builder = builder.add_source(
-            config::Environment::with_prefix("HOOKONCE")
-                .prefix_separator("__")
-                .separator("__")
-                .try_parsing(true),
-        );
+    if let Some(environment) = environment {
+        builder = builder.add_source(environment);
     }
     let layered = builder.build().map_err(|e| match file {
         Some(path) => ConfigError::File {
@@ -169,20 +185,20 @@ impl Settings {
         for (name, source) in &self.sources {
             validate_name("sources", name)?;
             source.validate(name)?;
-            // Within the source's slot, a stream named like a dedup record would be overwritten
-            // by the record of that event ID (or refuse it with WRONGTYPE).
-            let records = format!("{}:{{{name}}}:d:", self.store.key_prefix);
-            if source
-                .stream
-                .as_ref()
-                .is_some_and(|s| s.starts_with(&records))
-            {
-                return Err(ConfigError::invalid(
-                    format!("sources.{name}.stream"),
-                    format!(
-                        "must not start with {records:?}, where the source's dedup records live"
-                    ),
-                ));
+            // Within the source's slot, a stream named like a dedup record (`:d:`) or a body
+            // record (`:b:`) would be overwritten by such a record (or refuse it with WRONGTYPE).
+            for kind in ["d", "b"] {
+                let records = format!("{}:{{{name}}}:{kind}:", self.store.key_prefix);
+                if source
+                    .stream
+                    .as_ref()
+                    .is_some_and(|s| s.starts_with(&records))
+                {
+                    return Err(ConfigError::invalid(
+                        format!("sources.{name}.stream"),
+                        format!("must not start with {records:?}, where the source's records live"),
+                    ));
+                }
             }
         }
         self.validate_proxies()?;

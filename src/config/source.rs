@@ -27,6 +27,13 @@ pub struct SourceSettings {
     /// Redis Stream key for this source (default `<prefix>:{<source>}:events`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<String>,
+    /// Also deduplicate on the payload, for schemes whose event ID is not signed (provider
+    /// default when absent: on where the ID is unsigned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_dedup: Option<bool>,
+    /// Adyen: the most items one notification batch may carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_batch_items: Option<u32>,
     /// Square: the public notification URL, part of the signed string.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notification_url: Option<String>,

@@ -1,41 +1,85 @@
-//! Atomic mode (docs/design.md, "Redis layout"): one Lua script deduplicates and appends to the
-//! Redis Stream.
+//! Atomic mode (docs/design.md, "Redis layout"): one Lua script deduplicates a request's events
+//! and appends the new ones to the Redis Stream.
 //!
-//! The script runs by SHA through the store, which reloads it on `NOSCRIPT`. Its `#!lua` shebang without flags makes Redis refuse it *before* it runs when
-//! Redis is over `maxmemory`, so an out-of-memory Redis can never leave half a delivery behind.
-//! Inside, `XADD` comes before `SET`: a script torn by a crash can at worst forward an event whose
-//! record was lost (a duplicate), never record an event that was not forwarded (a loss).
+//! The script runs by SHA through the store, which reloads it on `NOSCRIPT`. Its `#!lua` shebang
+//! without flags makes Redis refuse it *before* it runs when Redis is over `maxmemory`, so an
+//! out-of-memory Redis can never leave half a delivery behind. It reads every record of the
+//! request first and writes only when none is a mismatch, so a request answered 422 writes
+//! nothing; then, per new event, `XADD` comes before `SET`: a script torn by a crash can at worst
+//! forward an event whose record was lost (a duplicate), never record an event that was not
+//! forwarded (a loss). Every key of a source carries the source's hash tag, so the call touches
+//! one Redis Cluster slot. A single event is a request of one: the same script, the same three
+//! commands as a script written for one event.
 
 use std::time::{Duration, Instant};
 
 use metrics::Histogram;
 use redis::Value;
 
-use super::{judge_record, within, Delivery, ForwardError, Forwarded, Forwarder};
+use super::batch::Plan;
+use super::{within, Delivery, ForwardError, Forwarded, Forwarder};
 use crate::config::{Settings, SinkKind};
 use crate::metrics::Metrics;
 use crate::store::{RedisStartError, RedisStore, Script, StoreError};
 use crate::util::BoxFuture;
 
-/// KEYS[1] = dedup record, KEYS[2] = stream.
-/// ARGV = fingerprint, ttl ms, max_len (0 = no trim), then the stream entry's field values.
+/// KEYS[1] = stream, then per event its record key and, with body_dedup, its body record key.
+/// ARGV = ttl ms, max_len (0 = no trim), source, provider, received_at, keys per event (1 or 2),
+/// then per event: fingerprint, event_id, event_type, body.
+/// Returns one verdict per event: `n<entry ID>` new, `d<ack>` duplicate of its record, `b<ack>`
+/// duplicate of its body record, `m` mismatch, `w` withheld (new, but the request was refused),
+/// `x<record>` a record in neither format.
 const FORWARD_SCRIPT: &str = r#"#!lua
-local record = redis.call('GET', KEYS[1])
-if record then
-  return record
+local per = tonumber(ARGV[6])
+local n = (#KEYS - 1) / per
+local verdicts = {}
+local refused = false
+for i = 1, n do
+  local fp = ARGV[3 + 4 * i]
+  local record = redis.call('GET', KEYS[2 + per * (i - 1)])
+  if record then
+    if string.sub(record, 1, 2) == 'p ' then
+      verdicts[i] = 'x' .. record
+      refused = true
+    elseif string.sub(record, -#fp - 1) == ' ' .. fp then
+      verdicts[i] = 'd' .. string.sub(record, 1, -#fp - 2)
+    else
+      verdicts[i] = 'm'
+      refused = true
+    end
+  elseif per == 2 then
+    local seen = redis.call('GET', KEYS[1 + per * i])
+    if seen then
+      verdicts[i] = 'b' .. string.match(seen, '^%S*')
+    end
+  end
 end
-local id
-if ARGV[3] == '0' then
-  id = redis.call('XADD', KEYS[2], '*',
-    'source', ARGV[4], 'provider', ARGV[5], 'event_id', ARGV[6],
-    'event_type', ARGV[7], 'received_at', ARGV[8], 'body', ARGV[9])
-else
-  id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
-    'source', ARGV[4], 'provider', ARGV[5], 'event_id', ARGV[6],
-    'event_type', ARGV[7], 'received_at', ARGV[8], 'body', ARGV[9])
+for i = 1, n do
+  if verdicts[i] == nil then
+    if refused then
+      verdicts[i] = 'w'
+    else
+      local a = 3 + 4 * i
+      local id
+      if ARGV[2] == '0' then
+        id = redis.call('XADD', KEYS[1], '*',
+          'source', ARGV[3], 'provider', ARGV[4], 'event_id', ARGV[a + 1],
+          'event_type', ARGV[a + 2], 'received_at', ARGV[5], 'body', ARGV[a + 3])
+      else
+        id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*',
+          'source', ARGV[3], 'provider', ARGV[4], 'event_id', ARGV[a + 1],
+          'event_type', ARGV[a + 2], 'received_at', ARGV[5], 'body', ARGV[a + 3])
+      end
+      local done = id .. ' ' .. ARGV[a]
+      redis.call('SET', KEYS[2 + per * (i - 1)], done, 'PX', ARGV[1])
+      if per == 2 then
+        redis.call('SET', KEYS[1 + per * i], done, 'PX', ARGV[1])
+      end
+      verdicts[i] = 'n' .. id
+    end
+  end
 end
-redis.call('SET', KEYS[1], id .. ' ' .. ARGV[1], 'PX', ARGV[2])
-return {id}
+return verdicts
 "#;
 
 /// Atomic claim-and-append into a Redis Stream.
@@ -77,61 +121,89 @@ impl RedisForwarder {
         })
     }
 
-    async fn run(&self, delivery: Delivery<'_>) -> Result<Forwarded, ForwardError> {
-        let target = delivery.target;
-        let event = delivery.event;
-        let fingerprint = delivery.fingerprint().encode();
-        let ttl_ms = target.dedup_ttl.as_millis() as u64;
-        let key = target.record_key(event.event_id());
-        let started = Instant::now();
-        let mut call = self.store.script(&self.script, 2);
-        call.arg(&key)
-            .arg(&target.stream)
-            .arg(&fingerprint)
-            .arg(ttl_ms)
+    async fn run(&self, deliveries: &[Delivery<'_>]) -> Result<Vec<Forwarded>, ForwardError> {
+        let plan = Plan::new(deliveries);
+        let Some(first) = plan.unique.first() else {
+            return Ok(Vec::new());
+        };
+        if plan.has_conflict() {
+            return Ok(plan.rejected());
+        }
+        let target = first.delivery.target;
+        let per_event = if target.body_prefix.is_some() { 2 } else { 1 };
+        let mut call = self
+            .store
+            .script(&self.script, 1 + per_event * plan.unique.len());
+        call.arg(&target.stream);
+        for planned in &plan.unique {
+            call.arg(&planned.key);
+            if let Some(body_key) = &planned.body_key {
+                call.arg(body_key);
+            }
+        }
+        call.arg(target.dedup_ttl.as_millis() as u64)
             .arg(self.max_len)
             .arg(&target.source)
             .arg(target.provider)
-            .arg(event.event_id())
-            .arg(event.event_type())
-            .arg(delivery.received_at_ms)
-            .arg(event.body().as_ref());
-        let reply: Value = call.invoke().await?;
+            .arg(first.delivery.received_at_ms)
+            .arg(per_event);
+        for planned in &plan.unique {
+            let event = planned.delivery.event;
+            call.arg(&planned.fingerprint)
+                .arg(event.event_id())
+                .arg(event.event_type())
+                .arg(event.body().as_ref());
+        }
+        let started = Instant::now();
+        let reply: Vec<Value> = call.invoke().await?;
         self.store_latency.record(started.elapsed().as_secs_f64());
-        let forwarded = match reply {
-            Value::BulkString(record) => {
-                judge_record(&String::from_utf8_lossy(&record), &fingerprint)?
-            }
-            Value::Array(mut items) if items.len() == 1 => match items.pop() {
-                Some(Value::BulkString(id)) => Forwarded::New {
-                    entry_id: String::from_utf8_lossy(&id).into_owned(),
-                    reclaimed: false,
-                },
-                other => return Err(StoreError::Protocol(format!("{other:?}")).into()),
-            },
-            other => return Err(StoreError::Protocol(format!("{other:?}")).into()),
-        };
-        if let (Some(wait), Forwarded::New { .. } | Forwarded::Duplicate { .. }) =
-            (self.wait, &forwarded)
-        {
-            // WAIT covers the event just appended or, for a duplicate, the original append:
+        if reply.len() != plan.unique.len() {
+            return Err(StoreError::Protocol(format!("{reply:?}")).into());
+        }
+        let judged = reply.iter().map(verdict).collect::<Result<Vec<_>, _>>()?;
+        let accepted = judged
+            .iter()
+            .all(|f| matches!(f, Forwarded::New { .. } | Forwarded::Duplicate { .. }));
+        if let (Some(wait), true) = (self.wait, accepted) {
+            // WAIT covers the events just appended or, for duplicates, the original appends:
             // replication is one ordered stream per server. It narrows the window in which a
             // failover loses an acknowledged event to a failover onto an unconfirmed replica.
             self.store
-                .wait_for_replicas(&key, wait.replicas, wait.timeout)
+                .wait_for_replicas(&first.key, wait.replicas, wait.timeout)
                 .await?;
         }
-        Ok(forwarded)
+        Ok(plan.answers(judged))
     }
 }
 
+/// Reads one verdict of the script (see [`FORWARD_SCRIPT`]).
+fn verdict(value: &Value) -> Result<Forwarded, ForwardError> {
+    let Value::BulkString(bytes) = value else {
+        return Err(StoreError::Protocol(format!("{value:?}")).into());
+    };
+    let rest = || String::from_utf8_lossy(&bytes[1..]).into_owned();
+    Ok(match bytes.first() {
+        Some(b'n') => Forwarded::New {
+            entry_id: rest(),
+            reclaimed: false,
+        },
+        Some(b'd' | b'b') => Forwarded::Duplicate { entry_id: rest() },
+        Some(b'm') => Forwarded::Mismatch,
+        Some(b'w') => Forwarded::Withheld,
+        _ => {
+            let record = String::from_utf8_lossy(bytes);
+            return Err(StoreError::Protocol(format!("unreadable dedup record {record:?}")).into());
+        }
+    })
+}
+
 impl Forwarder for RedisForwarder {
-    fn forward<'a>(
+    fn forward_all<'a>(
         &'a self,
-        delivery: Delivery<'a>,
-    ) -> BoxFuture<'a, Result<Forwarded, ForwardError>> {
+        deliveries: &'a [Delivery<'a>],
+    ) -> BoxFuture<'a, Result<Vec<Forwarded>, ForwardError>> {
         let timeout = self.store.timeout() + self.wait.map_or(Duration::ZERO, |w| w.timeout);
-        Box::pin(within(timeout, self.run(delivery)))
+        Box::pin(within(timeout, self.run(deliveries)))
     }
 
     fn ready(&self) -> BoxFuture<'_, bool> {

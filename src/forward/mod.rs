@@ -1,13 +1,18 @@
-//! The exactly-once seam for webhooks: deduplicate one verified event and put it in the queue.
+//! The exactly-once seam for webhooks: deduplicate one request's verified events and put them in
+//! the queue, all or nothing.
 //!
 //! Two implementations sit behind [`Forwarder`], chosen by [`build`] from `sink.kind`:
 //! - [`atomic::RedisForwarder`] (atomic mode, `sink.kind = "redis_stream"`): one Lua script checks
-//!   the dedup record, appends to the Redis Stream and writes the record, so a delivery is
-//!   forwarded or recognised as a duplicate in a single round trip, with no in-flight state.
-//! - [`two_phase::TwoPhaseForwarder`] (every other sink): a [`Ledger`] claims the event, the sink
-//!   publishes it, the ledger completes the claim (docs/design.md, "Two-phase mode").
+//!   every dedup record of the request, then appends to the Redis Stream and writes the records,
+//!   so a request is forwarded or recognised as a duplicate in a single round trip, with no
+//!   in-flight state.
+//! - [`two_phase::TwoPhaseForwarder`] (every other sink): a [`Ledger`] claims the events, the sink
+//!   publishes them, the ledger completes the claims (docs/design.md, "Two-phase mode").
+//!
+//! [`batch::Plan`] is what both share: the keys of each event and the repeats within a request.
 
 pub mod atomic;
+pub mod batch;
 pub mod two_phase;
 
 use std::future::Future;
@@ -19,7 +24,7 @@ use crate::event::VerifiedEvent;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::sinks::SinkError;
-use crate::store::{Fingerprint, Record, RedisStartError, RedisStore, StoreError};
+use crate::store::{Fingerprint, RedisStartError, RedisStore, StoreError};
 use crate::util::BoxFuture;
 
 /// Where one source's events go and how long they are remembered. Built once per source.
@@ -32,6 +37,8 @@ pub struct Target {
     /// Redis Stream key: `<prefix>:{<source>}:events` unless overridden.
     pub stream: String,
     pub dedup_ttl: Duration,
+    /// Key prefix of body records, `<prefix>:{<source>}:b:`, when the source has `body_dedup`.
+    pub body_prefix: Option<String>,
 }
 
 impl Target {
@@ -50,7 +57,32 @@ impl Target {
                 .map(str::to_owned)
                 .unwrap_or_else(|| format!("{key_prefix}:{{{source}}}:events")),
             dedup_ttl,
+            body_prefix: None,
         }
+    }
+
+    /// Also deduplicates on the payload (`sources.NAME.body_dedup`): for schemes whose event ID
+    /// is not signed, so that a captured body replayed under a fresh ID is a duplicate.
+    pub fn with_body_dedup(mut self, on: bool) -> Self {
+        self.body_prefix = on.then(|| {
+            let source = self.record_prefix.trim_end_matches("d:");
+            format!("{source}b:")
+        });
+        self
+    }
+
+    /// The body record's key named by a stored record's fingerprint (with `body_dedup`, records
+    /// carry the whole digest), for the commands that act on one event's records.
+    pub fn body_key_of_record(&self, fingerprint: &str) -> Option<String> {
+        let prefix = self.body_prefix.as_ref()?;
+        (fingerprint.len() == Fingerprint::BODY_KEY_LEN).then(|| format!("{prefix}{fingerprint}"))
+    }
+
+    /// The body record's key for one payload, when the source deduplicates on payloads.
+    pub fn body_key(&self, fingerprint: &Fingerprint) -> Option<String> {
+        self.body_prefix
+            .as_ref()
+            .map(|prefix| format!("{prefix}{}", fingerprint.body_key()))
     }
 
     /// The dedup record's key for one event ID.
@@ -78,7 +110,7 @@ impl Delivery<'_> {
     }
 }
 
-/// What forwarding one event came to.
+/// What forwarding one event came to (one per event of a request, in order).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Forwarded {
     /// New event, now in the queue under this entry ID (or sink acknowledgement). `reclaimed`:
@@ -90,6 +122,9 @@ pub enum Forwarded {
     Mismatch,
     /// Another delivery of the same event is being forwarded right now.
     InFlight,
+    /// New, but another event of the same request was a mismatch or in flight, so nothing of
+    /// the request was written; the provider's retry forwards it.
+    Withheld,
 }
 
 /// Why an event could not be forwarded; every variant answers 503 so the provider retries.
@@ -105,34 +140,33 @@ pub enum ForwardError {
 
 /// The exactly-once seam.
 pub trait Forwarder: Send + Sync + 'static {
+    /// Deduplicates the events of one request (all of one source) and puts the new ones in the
+    /// queue: one answer per event, in order. All or nothing: when any event is a mismatch or in
+    /// flight, no event is written and the new ones are [`Forwarded::Withheld`].
+    fn forward_all<'a>(
+        &'a self,
+        deliveries: &'a [Delivery<'a>],
+    ) -> BoxFuture<'a, Result<Vec<Forwarded>, ForwardError>>;
+
     /// Deduplicates one event and puts it in the queue unless it is a duplicate.
     fn forward<'a>(
         &'a self,
         delivery: Delivery<'a>,
-    ) -> BoxFuture<'a, Result<Forwarded, ForwardError>>;
+    ) -> BoxFuture<'a, Result<Forwarded, ForwardError>> {
+        Box::pin(async move {
+            let one = [delivery];
+            let mut answers = self.forward_all(&one).await?;
+            answers
+                .pop()
+                .ok_or_else(|| StoreError::Protocol("no answer for the event".to_owned()).into())
+        })
+    }
 
     /// Whether the store can serve requests now (`/readyz`).
     fn ready(&self) -> BoxFuture<'_, bool>;
 
     /// The `sink` label of `hookonce_forward_duration_seconds`.
     fn sink_label(&self) -> &'static str;
-}
-
-/// Compares a stored done record with a new delivery's fingerprint.
-pub fn judge_record(record: &str, fingerprint: &str) -> Result<Forwarded, ForwardError> {
-    match Record::parse(record) {
-        Some(Record::Done {
-            ack,
-            fingerprint: stored,
-        }) => Ok(if stored == fingerprint {
-            Forwarded::Duplicate {
-                entry_id: ack.to_owned(),
-            }
-        } else {
-            Forwarded::Mismatch
-        }),
-        _ => Err(StoreError::Protocol(format!("unreadable dedup record {record:?}")).into()),
-    }
 }
 
 /// Runs a forward under a deadline; running out of time is a store timeout (503).
@@ -191,20 +225,12 @@ mod tests {
         let target = Target::new("hookonce", "stripe", "stripe", None, Duration::from_secs(1));
         assert_eq!(target.record_key("evt_{x}"), "hookonce:{stripe}:d:evt_{x}");
         assert_eq!(target.stream, "hookonce:{stripe}:events");
-    }
-
-    #[test]
-    fn records_tell_duplicates_from_mismatches() {
-        let fp = Fingerprint::of(b"{}").encode();
-        let record = crate::store::record::done("1-0", &fp);
+        let fingerprint = Fingerprint::of(b"{}");
+        assert_eq!(target.body_key(&fingerprint), None);
+        let body_key = target.with_body_dedup(true).body_key(&fingerprint).unwrap();
         assert_eq!(
-            judge_record(&record, &fp).unwrap(),
-            Forwarded::Duplicate {
-                entry_id: "1-0".into()
-            }
+            body_key,
+            format!("hookonce:{{stripe}}:b:{}", fingerprint.body_key())
         );
-        assert_eq!(judge_record(&record, "other").unwrap(), Forwarded::Mismatch);
-        assert!(judge_record("garbage", &fp).is_err());
-        assert!(judge_record("p token fp 1", &fp).is_err());
     }
 }

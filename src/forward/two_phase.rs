@@ -2,6 +2,9 @@
 //!
 //! claim → publish with the dedup key as the sink-side idempotency ID → complete (done, with the
 //! sink's acknowledgement, for `dedup_ttl`) → 200. A failed publish releases the claim → 503.
+//! A request's events are claimed together (each event's record and, with `body_dedup`, its body
+//! record): when any claim finds a mismatch or a delivery in flight, every claim this request
+//! took is released and nothing is published, so a request answered 422 or 409 writes nothing.
 //! A concurrent delivery meanwhile gets `in_flight` (409), except with a local line sink, where it
 //! waits for the first (the write takes microseconds, and this keeps the embedded default's answers
 //! identical to atomic mode's).
@@ -15,11 +18,38 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::join_all;
+
+use super::batch::{Plan, Planned};
 use super::{Delivery, ForwardError, Forwarded, Forwarder};
 use crate::ledger::{Claim, Ledger};
 use crate::sinks::{Message, Sink};
 use crate::store::record;
 use crate::util::BoxFuture;
+
+/// The claims one event of a request holds: its record's and, with `body_dedup`, its body
+/// record's (key, token).
+struct Held {
+    key: String,
+    token: String,
+    body: Option<(String, String)>,
+    reclaimed: bool,
+}
+
+/// What claiming one event came to: held for publishing, or settled without a publish.
+enum EventClaim {
+    Held(Held),
+    Settled(Forwarded),
+}
+
+/// One event to publish, with the claims to complete or release after.
+struct Job {
+    index: usize,
+    held: Held,
+    message: Message,
+    fingerprint: String,
+    ttl: Duration,
+}
 
 pub struct TwoPhaseForwarder {
     ledger: Arc<dyn Ledger>,
@@ -72,51 +102,98 @@ impl TwoPhaseForwarder {
         }
     }
 
-    async fn run(&self, delivery: Delivery<'_>) -> Result<Forwarded, ForwardError> {
-        let target = delivery.target;
-        let event = delivery.event;
-        let key = target.record_key(event.event_id());
-        let fingerprint = delivery.fingerprint().encode();
-        let (token, reclaimed) = match self.claim(&key, &fingerprint, target.dedup_ttl).await? {
-            Ok(claimed) => claimed,
-            Err(answer) => return Ok(answer),
+    /// Claims one event's record and, with `body_dedup`, its body record, at once. A body
+    /// record already done or held means the payload came under another ID: the event's own
+    /// claim is given back and the event is answered as the body's.
+    async fn claim_event(&self, planned: &Planned<'_>) -> Result<EventClaim, ForwardError> {
+        let hold = planned.delivery.target.dedup_ttl;
+        let fingerprint = planned.fingerprint.as_str();
+        let (record, body) = match &planned.body_key {
+            None => (self.claim(&planned.key, fingerprint, hold).await, None),
+            Some(body_key) => {
+                let (record, body) = tokio::join!(
+                    self.claim(&planned.key, fingerprint, hold),
+                    self.claim(body_key, fingerprint, hold)
+                );
+                (record, Some((body_key, body)))
+            }
         };
-        let message = Message {
-            dedup_key: key.clone(),
-            source: target.source.clone(),
-            provider: target.provider,
-            event_id: event.event_id().to_owned(),
-            event_type: event.event_type().to_owned(),
-            received_at_ms: delivery.received_at_ms,
-            body: event.body().clone(),
-            content_type: delivery.content_type.map(str::to_owned),
+        let mut taken = Vec::new();
+        if let Ok(Ok((token, _))) = &record {
+            taken.push((planned.key.clone(), token.clone()));
+        }
+        if let Some((key, Ok(Ok((token, _))))) = &body {
+            taken.push(((*key).clone(), token.clone()));
+        }
+        let answer = match (record, body) {
+            (Err(error), _) | (_, Some((_, Err(error)))) => Err(error),
+            (Ok(Err(answer)), _) | (_, Some((_, Ok(Err(answer))))) => {
+                Ok(EventClaim::Settled(answer))
+            }
+            (Ok(Ok((token, reclaimed))), body) => {
+                let body = body.and_then(|(key, claim)| Some((key.clone(), claim.ok()?.ok()?.0)));
+                return Ok(EventClaim::Held(Held {
+                    key: planned.key.clone(),
+                    token,
+                    body,
+                    reclaimed,
+                }));
+            }
         };
-        let ledger = Arc::clone(&self.ledger);
-        let sink = Arc::clone(&self.sink);
-        let ttl = target.dedup_ttl;
-        let settle = tokio::spawn(async move {
-            match sink.publish(&message).await {
-                Ok(ack) => {
-                    let done = record::done(&ack, &fingerprint);
-                    if !ledger.complete(&key, &token, &done, ttl).await? {
-                        tracing::warn!(
-                            message = "Lease was reclaimed before completion; the sink's idempotency ID absorbs the second publish.",
-                            source = %message.source,
-                            event_id = %message.event_id,
-                        );
-                    }
-                    Ok(Forwarded::New {
-                        entry_id: ack,
-                        reclaimed,
-                    })
+        release(&*self.ledger, &taken).await;
+        answer
+    }
+
+    async fn run(&self, deliveries: &[Delivery<'_>]) -> Result<Vec<Forwarded>, ForwardError> {
+        let plan = Plan::new(deliveries);
+        if plan.has_conflict() {
+            return Ok(plan.rejected());
+        }
+        let claims = join_all(plan.unique.iter().map(|p| self.claim_event(p))).await;
+        let mut judged = Vec::with_capacity(claims.len());
+        let mut held = Vec::new();
+        let mut failure = None;
+        let mut refused = false;
+        for (index, claim) in claims.into_iter().enumerate() {
+            judged.push(match claim {
+                Ok(EventClaim::Held(claim)) => {
+                    held.push((index, claim));
+                    Forwarded::Withheld
+                }
+                Ok(EventClaim::Settled(answer)) => {
+                    refused |= matches!(answer, Forwarded::Mismatch | Forwarded::InFlight);
+                    answer
                 }
                 Err(error) => {
-                    if let Err(release) = ledger.release(&key, &token).await {
-                        tracing::warn!(message = "Could not release a claim; it expires with its lease.", error = %release);
-                    }
-                    Err(ForwardError::Sink(error))
+                    failure.get_or_insert(error);
+                    Forwarded::Withheld
                 }
-            }
+            });
+        }
+        if failure.is_some() || refused {
+            let taken: Vec<(String, String)> =
+                held.into_iter().flat_map(|(_, h)| h.keys()).collect();
+            release(&*self.ledger, &taken).await;
+            return failure.map_or_else(|| Ok(plan.answers(judged)), Err);
+        }
+        let jobs = held
+            .into_iter()
+            .map(|(index, held)| job(&plan.unique[index], index, held))
+            .collect();
+        for (index, answer) in self.publish(jobs).await? {
+            judged[index] = answer;
+        }
+        Ok(plan.answers(judged))
+    }
+
+    /// Publishes every held event and settles its claims, in a task of its own so that a
+    /// cancelled request can neither strand a claim nor release an event the sink took.
+    async fn publish(&self, jobs: Vec<Job>) -> Result<Vec<(usize, Forwarded)>, ForwardError> {
+        let ledger = Arc::clone(&self.ledger);
+        let sink = Arc::clone(&self.sink);
+        let settle = tokio::spawn(async move {
+            let settled = join_all(jobs.into_iter().map(|job| settle(&*ledger, &*sink, job))).await;
+            settled.into_iter().collect::<Result<Vec<_>, _>>()
         });
         settle
             .await
@@ -124,12 +201,93 @@ impl TwoPhaseForwarder {
     }
 }
 
+impl Held {
+    /// Every (key, token) this event holds.
+    fn keys(self) -> impl Iterator<Item = (String, String)> {
+        std::iter::once((self.key, self.token)).chain(self.body)
+    }
+}
+
+fn job(planned: &Planned<'_>, index: usize, held: Held) -> Job {
+    let delivery = planned.delivery;
+    let (target, event) = (delivery.target, delivery.event);
+    Job {
+        index,
+        held,
+        message: Message {
+            dedup_key: planned.key.clone(),
+            source: target.source.clone(),
+            provider: target.provider,
+            event_id: event.event_id().to_owned(),
+            event_type: event.event_type().to_owned(),
+            received_at_ms: delivery.received_at_ms,
+            body: event.body().clone(),
+            content_type: delivery.content_type.map(str::to_owned),
+        },
+        fingerprint: planned.fingerprint.clone(),
+        ttl: target.dedup_ttl,
+    }
+}
+
+/// Publishes one event, then completes its claims, or releases them when the sink failed.
+async fn settle(
+    ledger: &dyn Ledger,
+    sink: &dyn Sink,
+    job: Job,
+) -> Result<(usize, Forwarded), ForwardError> {
+    let Job {
+        index,
+        held,
+        message,
+        fingerprint,
+        ttl,
+    } = job;
+    let ack = match sink.publish(&message).await {
+        Ok(ack) => ack,
+        Err(error) => {
+            release(ledger, &held.keys().collect::<Vec<_>>()).await;
+            return Err(ForwardError::Sink(error));
+        }
+    };
+    let done = record::done(&ack, &fingerprint);
+    let reclaimed = held.reclaimed;
+    let claims: Vec<(String, String)> = held.keys().collect();
+    let completions = claims
+        .iter()
+        .map(|(key, token)| ledger.complete(key, token, &done, ttl));
+    let completed = futures_util::future::try_join_all(completions).await?;
+    if !completed.iter().all(|kept| *kept) {
+        tracing::warn!(
+            message = "Lease was reclaimed before completion; the sink's idempotency ID absorbs the second publish.",
+            source = %message.source,
+            event_id = %message.event_id,
+        );
+    }
+    Ok((
+        index,
+        Forwarded::New {
+            entry_id: ack,
+            reclaimed,
+        },
+    ))
+}
+
+/// Gives back claims; a claim that cannot be released expires with its lease.
+async fn release(ledger: &dyn Ledger, taken: &[(String, String)]) {
+    let releases = taken.iter().map(|(key, token)| ledger.release(key, token));
+    for result in join_all(releases).await {
+        if let Err(error) = result {
+            tracing::warn!(message = "Could not release a claim; it expires with its lease.", error = %error);
+        }
+    }
+}
+
 impl Forwarder for TwoPhaseForwarder {
-    fn forward<'a>(
+    fn forward_all<'a>(
         &'a self,
-        delivery: Delivery<'a>,
-    ) -> BoxFuture<'a, Result<Forwarded, ForwardError>> {
-        Box::pin(self.run(delivery))
+        deliveries: &'a [Delivery<'a>],
+    ) -> BoxFuture<'a, Result<Vec<Forwarded>, ForwardError>> {
+        Box::pin(self.run(deliveries))
     }
 
     fn ready(&self) -> BoxFuture<'_, bool> {

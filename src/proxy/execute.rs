@@ -16,7 +16,8 @@ use futures_util::StreamExt;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::{downstream, error_chain, failed, Ending, Keyed, Proxy, Reply};
+use super::passthrough::{downstream, failed};
+use super::{error_chain, Ending, Keyed, Proxy, Reply};
 use crate::ledger::Claim;
 use crate::outcome::ProxyOutcome;
 use crate::proxy::response::StoredResponse;

@@ -17,6 +17,7 @@
 mod claims;
 mod execute;
 pub mod key;
+mod passthrough;
 pub mod problem;
 pub mod response;
 pub mod route;
@@ -28,9 +29,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response};
 use bytes::Bytes;
-use http_body_util::BodyExt;
 
 use crate::config::{ConfigError, Settings};
 use crate::ledger::Ledger;
@@ -43,6 +43,8 @@ use response::StoredResponse;
 use route::Routes;
 use scope::Scope;
 use upstream::{Upstream, UpstreamError};
+
+pub(crate) use crate::util::error_chain;
 
 /// One configured proxy, ready to serve.
 pub struct Proxy {
@@ -172,8 +174,10 @@ impl Proxy {
         let started = Instant::now();
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
-        let reply = self.route(request, peer).await;
-        self.finish(reply, &method, &path, started)
+        match self.route(request, peer, started).await {
+            Routed::Reply(reply) => self.finish(reply, &method, &path, started),
+            Routed::Answered(response) => response,
+        }
     }
 
     /// Updates the stuck-claim gauges from the claims held now.
@@ -185,26 +189,37 @@ impl Proxy {
             .set(oldest.map_or(0.0, |age| age.as_secs_f64()));
     }
 
-    async fn route(self: &Arc<Self>, request: Request<Body>, peer: SocketAddr) -> Reply {
+    async fn route(
+        self: &Arc<Self>,
+        request: Request<Body>,
+        peer: SocketAddr,
+        started: Instant,
+    ) -> Routed {
         if !self.routes.matches(request.method(), request.uri().path()) {
-            return self.pass_through(request, peer).await;
+            return Routed::Reply(self.pass_through(request, peer).await);
         }
         let key = match key::from_headers(request.headers()) {
             Ok(key) => key,
             Err(KeyError::Missing) if !self.require_key => {
-                return self.pass_through(request, peer).await
+                return Routed::Reply(self.pass_through(request, peer).await)
             }
             Err(KeyError::Missing) => {
-                return Reply::refused(ProxyOutcome::MissingKey, "no Idempotency-Key")
+                return Routed::Reply(Reply::refused(
+                    ProxyOutcome::MissingKey,
+                    "no Idempotency-Key",
+                ))
             }
             Err(KeyError::Invalid) => {
-                return Reply::refused(ProxyOutcome::InvalidKey, "malformed Idempotency-Key")
+                return Routed::Reply(Reply::refused(
+                    ProxyOutcome::InvalidKey,
+                    "malformed Idempotency-Key",
+                ))
             }
         };
         let (parts, body) = request.into_parts();
         let body = match self.read_body(&parts.headers, body).await {
             Ok(body) => body,
-            Err(reply) => return reply,
+            Err(reply) => return Routed::Reply(reply),
         };
         let uri = &parts.uri;
         let keyed = Keyed {
@@ -214,59 +229,19 @@ impl Proxy {
             body,
             peer,
         };
-        // From the claim on, the request runs in a task of its own: a client that disconnects
-        // must not strand a claim or lose the response its retry will be answered with.
+        // From the claim on, the request runs in a task of its own, answered, counted and logged
+        // there: a client that disconnects must not strand a claim, lose the response its retry
+        // will be answered with, or leave the execution uncounted.
         let proxy = Arc::clone(self);
-        tokio::spawn(async move { proxy.execute(keyed).await })
-            .await
-            .unwrap_or_else(|e| Reply::refused(ProxyOutcome::Unavailable, e))
-    }
-
-    /// Reads a keyed request's body (the fingerprint covers it), up to `server.body_limit`.
-    async fn read_body(&self, headers: &HeaderMap, body: Body) -> Result<Bytes, Reply> {
-        let too_large = || Reply::refused(ProxyOutcome::TooLarge, "body over server.body_limit");
-        if declared_length(headers).is_some_and(|n| n > self.body_limit as u64) {
-            return Err(too_large());
-        }
-        match http_body_util::Limited::new(body, self.body_limit)
-            .collect()
-            .await
-        {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-            Err(error) => Err(Reply::refused(
-                ProxyOutcome::Unavailable,
-                format!("cannot read the request body: {error}"),
-            )),
-        }
-    }
-
-    /// Forwards a request that gets no idempotency, streaming both ways; stores nothing.
-    async fn pass_through(&self, request: Request<Body>, peer: SocketAddr) -> Reply {
-        if declared_length(request.headers()).is_some_and(|n| n > self.body_limit as u64) {
-            return Reply::refused(ProxyOutcome::TooLarge, "body over server.body_limit");
-        }
-        let (mut parts, body) = request.into_parts();
-        let outcome = ProxyOutcome::PassedThrough;
-        if let Err(detail) = self.upstream.prepare(&mut parts, peer) {
-            return Reply::refused(ProxyOutcome::Unavailable, detail);
-        }
-        let request = Request::from_parts(parts, self.upstream.limit(body));
-        let started = Instant::now();
-        let timeout = self.upstream.timeout();
-        let result = tokio::time::timeout(timeout, self.upstream.send(request))
-            .await
-            .unwrap_or(Err(UpstreamError::Timeout(timeout)));
-        self.metrics
-            .upstream
-            .record(started.elapsed().as_secs_f64());
-        match result {
-            Ok(response) => Reply {
-                outcome,
-                ending: Ending::Upstream(downstream(response.map(Body::new))),
-                detail: None,
-            },
-            Err(error) => failed(outcome, error),
+        let method = keyed.parts.method.clone();
+        let path = keyed.parts.uri.path().to_owned();
+        let task = tokio::spawn(async move {
+            let reply = proxy.execute(keyed).await;
+            proxy.finish(reply, &method, &path, started)
+        });
+        match task.await {
+            Ok(response) => Routed::Answered(response),
+            Err(error) => Routed::Reply(Reply::refused(ProxyOutcome::Unavailable, error)),
         }
     }
 
@@ -317,6 +292,13 @@ impl Proxy {
     }
 }
 
+/// What routing one request came to: a reply still to be answered, counted and logged, or a
+/// response a spawned task already answered, counted and logged.
+enum Routed {
+    Reply(Reply),
+    Answered(Response<Body>),
+}
+
 /// Which store key `hookonce inspect` and `forget` read for the configured proxy `name`: the
 /// principal's scope headers in `principal`, and `key` as a client would send the header.
 pub fn record_key_of(
@@ -362,37 +344,4 @@ pub fn record_key_of(
     let scope = Scope::of(principal, &names);
     let prefix = &settings.store.key_prefix;
     Ok(scope::record_key(prefix, name, &scope, method, path, &key))
-}
-
-fn failed(outcome: ProxyOutcome, error: UpstreamError) -> Reply {
-    Reply {
-        outcome,
-        detail: Some(error_chain(&error)),
-        ending: Ending::Failed(error),
-    }
-}
-
-/// An upstream response on its way to the client, without its hop-by-hop headers.
-fn downstream(mut response: Response<Body>) -> Response<Body> {
-    upstream::strip_hop_by_hop(response.headers_mut());
-    response
-}
-
-fn declared_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok())
-}
-
-/// An error and its causes, for the log line.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(current) = cause {
-        text.push_str(": ");
-        text.push_str(&current.to_string());
-        cause = current.source();
-    }
-    text
 }

@@ -8,34 +8,50 @@
 //! formats are part of the Redis layout operators read with `redis-cli` and `hookonce inspect`
 //! (docs/design.md, "Redis layout"); the Lua scripts in `forward::atomic` and `ledger::redis`
 //! write and match the same shapes.
+//!
+//! A source with `body_dedup` also keeps a *body record* per payload, keyed by a longer digest of
+//! the same bytes ([`Fingerprint::body_key`]); its value is a done or processing record too.
 
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
-/// A short digest of the payload: 60 bits of SHA-256, written as 10 base64 characters.
+/// A digest of the payload: the first 128 bits of its SHA-256.
 ///
-/// It tells two payloads under one *verified* event ID apart; a forger, who would have to choose
+/// Records store 60 of those bits, as 10 base64 characters ([`Fingerprint::encode`]). That short
+/// form tells two payloads under one *verified* event ID apart; a forger, who would have to choose
 /// a colliding payload, cannot get a request verified in the first place. 60 bits make an
 /// accidental collision negligible while keeping a Stripe dedup record in Redis's 136-byte
 /// allocation class instead of the 152-byte one (see BENCHMARKS.md).
+///
+/// The body record's key ([`Fingerprint::body_key`]) uses all 128 bits: there the digest is the
+/// identity of an event rather than a tie-breaker between two payloads of one identity, and two
+/// different payloads must not meet under one key in any realistic number of events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fingerprint([u8; 8]);
+pub struct Fingerprint([u8; 16]);
 
 impl Fingerprint {
     pub const ENCODED_LEN: usize = 10;
+    /// Characters of [`Fingerprint::body_key`]: 128 bits in unpadded base64url.
+    pub const BODY_KEY_LEN: usize = 22;
 
     pub fn of(body: &[u8]) -> Self {
         let digest = Sha256::digest(body);
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(&digest[..8]);
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&digest[..16]);
         Self(bytes)
     }
 
-    /// The 10 characters stored in dedup records (the first 60 of the 64 bits).
+    /// The 10 characters stored in dedup records (the first 60 bits).
     pub fn encode(&self) -> String {
-        let mut text = base64::engine::general_purpose::STANDARD_NO_PAD.encode(self.0);
+        let mut text = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&self.0[..8]);
         text.truncate(Self::ENCODED_LEN);
         text
+    }
+
+    /// The 22 characters that end a body record's key: all 128 bits, in base64url so that the
+    /// key needs no quoting in `redis-cli`.
+    pub fn body_key(&self) -> String {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(self.0)
     }
 }
 
@@ -96,8 +112,13 @@ mod tests {
 
     #[test]
     fn records_round_trip() {
-        let fp = Fingerprint::of(b"{}").encode();
+        let digest = Fingerprint::of(b"{}");
+        let fp = digest.encode();
         assert_eq!(fp.len(), Fingerprint::ENCODED_LEN);
+        assert_eq!(digest.body_key().len(), Fingerprint::BODY_KEY_LEN);
+        // The short form is a prefix of the same digest: one hash serves both records.
+        let standard = base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest.0);
+        assert!(standard.starts_with(&fp));
         assert_eq!(
             Record::parse(&done("1-0", &fp)),
             Some(Record::Done {
@@ -115,5 +136,45 @@ mod tests {
         );
         assert_eq!(Record::parse("garbage"), None);
         assert_eq!(Record::parse("p abc fp soon"), None);
+    }
+}
+
+#[cfg(test)]
+mod property_tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::property::check;
+
+    #[test]
+    fn property_records_never_panic_and_round_trip() {
+        check(1024, ".{0,60}", |text| {
+            let _ = Record::parse(&text).map(|record| record.fingerprint());
+            Ok(())
+        });
+        // Acknowledgements are entry IDs (`1-0`) or sink answers (`http:200`, `nats:…`): never
+        // a lone `p`, which would read as the start of a processing record.
+        let ack = "[!-~]{1,30}".prop_filter("not p", |ack| ack != "p");
+        let fingerprint = "[A-Za-z0-9+/]{10}";
+        check(512, (ack, fingerprint), |(ack, fingerprint)| {
+            let record = done(&ack, &fingerprint);
+            let expected = Record::Done {
+                ack: &ack,
+                fingerprint: &fingerprint,
+            };
+            prop_assert_eq!(Record::parse(&record), Some(expected));
+            Ok(())
+        });
+        let strategy = ("[!-~]{1,40}", fingerprint, any::<u64>());
+        check(512, strategy, |(token, fingerprint, deadline_ms)| {
+            let record = processing(&token, &fingerprint, deadline_ms);
+            let expected = Record::Processing {
+                token: &token,
+                fingerprint: &fingerprint,
+                deadline_ms,
+            };
+            prop_assert_eq!(Record::parse(&record), Some(expected));
+            Ok(())
+        });
     }
 }

@@ -18,7 +18,7 @@ use bytes::Bytes;
 
 use super::body::{BodyReader, ReceivedBody};
 use super::Source;
-use crate::forward::{Delivery, ForwardError, Forwarded, Forwarder, Target};
+use crate::forward::{Delivery, Forwarded, Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics, UNKNOWN_SOURCE};
 use crate::outcome::Outcome;
 use crate::util::{error_chain, unix_ms};
@@ -199,7 +199,9 @@ impl Ingest {
             .await
     }
 
-    /// Forwards every event of one verified request; the reply speaks for the worst outcome.
+    /// Forwards every event of one verified request in one forwarder call; each event is
+    /// counted under its own outcome, and the reply speaks for the request (see
+    /// [`Outcome::of_request`]).
     async fn forward_events(
         &self,
         source: &Source,
@@ -207,46 +209,51 @@ impl Ingest {
         received_at_ms: u64,
         content_type: Option<&str>,
     ) -> Reply {
-        let forward = |event| {
-            let delivery = Delivery {
+        let deliveries: Vec<Delivery<'_>> = events
+            .iter()
+            .map(|event| Delivery {
                 target: &source.target,
                 event,
                 received_at_ms,
                 content_type,
-            };
-            async move {
-                let started = Instant::now();
-                let result = self.forwarder.forward(delivery).await;
-                self.forward_latency.record(started.elapsed().as_secs_f64());
-                let outcome = forward_outcome(&result);
-                source.metrics.event(outcome);
-                if let Ok(Forwarded::New {
+            })
+            .collect();
+        let started = Instant::now();
+        let result = self.forwarder.forward_all(&deliveries).await;
+        self.forward_latency.record(started.elapsed().as_secs_f64());
+        let (outcomes, detail) = match &result {
+            Ok(answers) if answers.len() == events.len() => {
+                (answers.iter().map(forward_outcome).collect(), None)
+            }
+            Ok(_) => (
+                vec![Outcome::Unavailable; events.len()],
+                Some("the forwarder lost track of an event".to_owned()),
+            ),
+            Err(error) => (
+                vec![Outcome::Unavailable; events.len()],
+                Some(error_chain(error)),
+            ),
+        };
+        let outcome = Outcome::of_request(&outcomes);
+        let answers = result.as_deref().unwrap_or_default();
+        for (i, event_outcome) in outcomes.iter().enumerate() {
+            // An event withheld with its request counts under the request's outcome: that is
+            // what kept it out of the queue.
+            match answers.get(i) {
+                Some(Forwarded::Withheld) => source.metrics.event(outcome),
+                Some(Forwarded::New {
                     reclaimed: true, ..
-                }) = result
-                {
+                }) => {
+                    source.metrics.event(*event_outcome);
                     source.metrics.lease_reclaimed();
                 }
-                (outcome, result.err())
+                _ => source.metrics.event(*event_outcome),
             }
-        };
-        let results = if events.len() == 1 {
-            vec![forward(&events[0]).await]
-        } else {
-            futures_util::future::join_all(events.iter().map(forward)).await
-        };
-        let outcome = results
-            .iter()
-            .map(|(o, _)| *o)
-            .max_by_key(|o| o.severity())
-            .expect("at least one event");
-        let detail = results
-            .iter()
-            .find_map(|(_, e)| e.as_ref())
-            .map(error_chain);
+        }
         Reply {
             outcome,
             ack: outcome.is_accepted().then(|| source.provider.ack()),
-            replayed: results.iter().all(|(o, _)| *o == Outcome::Duplicate),
+            replayed: outcomes.iter().all(|o| *o == Outcome::Duplicate),
             handshake: None,
             event_id: Some(events[0].event_id().to_owned()),
             events: events.len(),
@@ -337,13 +344,14 @@ fn verify_outcome(error: &VerifyError) -> Outcome {
     }
 }
 
-fn forward_outcome(result: &Result<Forwarded, ForwardError>) -> Outcome {
-    match result {
-        Ok(Forwarded::New { .. }) => Outcome::Forwarded,
-        Ok(Forwarded::Duplicate { .. }) => Outcome::Duplicate,
-        Ok(Forwarded::Mismatch) => Outcome::PayloadMismatch,
-        Ok(Forwarded::InFlight) => Outcome::InFlight,
-        Err(_) => Outcome::Unavailable,
+/// One event's outcome. A withheld event is new but was not written because another event of
+/// its request was refused; it counts under the request's outcome, so here it is the mildest.
+fn forward_outcome(answer: &Forwarded) -> Outcome {
+    match answer {
+        Forwarded::New { .. } | Forwarded::Withheld => Outcome::Forwarded,
+        Forwarded::Duplicate { .. } => Outcome::Duplicate,
+        Forwarded::Mismatch => Outcome::PayloadMismatch,
+        Forwarded::InFlight => Outcome::InFlight,
     }
 }
 

@@ -66,6 +66,7 @@ fn target(
         source.stream.as_deref(),
         dedup_ttl,
     )
+    .with_body_dedup(providers::body_dedup(source))
 }
 
 impl Ingest {

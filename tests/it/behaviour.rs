@@ -220,7 +220,13 @@ async fn concurrent_deliveries_of_one_event_forward_once(backend: Backend) {
 }
 
 async fn thousand_events_three_deliveries_each(backend: Backend) {
-    let t = std::sync::Arc::new(TestApp::start(backend).await);
+    // What is tested is deduplication under concurrency, not latency: a store timeout well above
+    // a loaded machine's round trip keeps a slow moment from turning into a 503.
+    let t = TestApp::builder(backend)
+        .store(|store| store.timeout = secs(5))
+        .start()
+        .await;
+    let t = std::sync::Arc::new(t);
     let bodies: Vec<Vec<u8>> = (0..1000)
         .map(|i| stripe_body(&format!("evt_bulk_{i:04}"), 1500))
         .collect();

@@ -2,11 +2,13 @@
 //! redis-server and nats-server processes. Each module is one topic; `support` is the harness.
 
 mod behaviour;
+mod body_dedup;
 mod cli;
 mod crash;
 mod hostile_config;
 mod hostile_http;
 mod providers;
+mod proxy;
 mod proxy_cli;
 mod proxy_core;
 mod redis_store;

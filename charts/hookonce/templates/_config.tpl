@@ -1,5 +1,5 @@
 {{/*
-The daemon's TOML configuration, rendered from .Values.config and .Values.sources. Its checksum
+The daemon's TOML configuration, rendered from .Values.config, .Values.sources and .Values.proxies. Its checksum
 is a pod annotation, so any change here rolls the pods.
 */}}
 {{- define "hookonce.toml" -}}
@@ -26,5 +26,11 @@ shutdown_timeout = {{ printf "%ds" (int .Values.config.shutdownTimeoutSeconds) |
 
 [sources.{{ $name }}]
 {{- include "hookonce.tomlTable" $source }}
+{{- end }}
+{{- range $name, $proxy := .Values.proxies }}
+
+[proxies.{{ $name }}]
+listen = {{ printf "0.0.0.0:%d" (int $proxy.port) | quote }}
+{{- include "hookonce.tomlTable" (omit $proxy "port" "listen") }}
 {{- end }}
 {{- end }}

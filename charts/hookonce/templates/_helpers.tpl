@@ -118,8 +118,16 @@ lists of scalars are written with toJson: JSON strings, numbers, booleans and ar
 
 {{/* Fails the render on values that would give the daemon a configuration it refuses. */}}
 {{- define "hookonce.validate" -}}
-{{- if not .Values.sources }}
-{{- fail "hookonce: configure at least one webhook source under .Values.sources (see values.yaml)" }}
+{{- if not (or .Values.sources .Values.proxies) }}
+{{- fail "hookonce: configure at least one webhook source under .Values.sources or one proxy under .Values.proxies (see values.yaml)" }}
+{{- end }}
+{{- $ports := dict (toString .Values.service.ports.http) "service.ports.http" (toString .Values.service.ports.metrics) "service.ports.metrics" }}
+{{- range $name, $proxy := .Values.proxies }}
+{{- $port := toString (int $proxy.port) }}
+{{- if hasKey $ports $port }}
+{{- fail (printf "hookonce: proxies.%s.port %s is already used by %s" $name $port (get $ports $port)) }}
+{{- end }}
+{{- $_ := set $ports $port (printf "proxies.%s.port" $name) }}
 {{- end }}
 {{- if and (eq .Values.config.store.backend "redis") (not .Values.redis.enabled) (not .Values.config.store.redis_url) (not .Values.secrets.redisUrlKey) }}
 {{- fail "hookonce: set config.store.redis_url, or secrets.redisUrlKey, or (dev only) redis.enabled=true" }}
@@ -140,6 +148,14 @@ lists of scalars are written with toJson: JSON strings, numbers, booleans and ar
 {{- if and .Values.podDisruptionBudget.enabled (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) }}
 {{- fail "hookonce: set only one of podDisruptionBudget.minAvailable and podDisruptionBudget.maxUnavailable" }}
 {{- end }}
+{{- end }}
+
+{{/*
+The container and Service port name of a proxy: "px-" and its name with "_" as "-" (the schema
+keeps names short enough for the 15-character limit of a port name).
+*/}}
+{{- define "hookonce.proxyPortName" -}}
+{{- printf "px-%s" (replace "_" "-" .) }}
 {{- end }}
 
 {{/* The dev Redis has its own app name, so hookonce's selectors never match its pods. */}}

@@ -20,6 +20,19 @@
 //!   `<live>` is the batch's `live` value as sent (`"true"`/`"false"`; the key is left out when the
 //!   batch has none). Consumers can parse it with Adyen's models and re-check its `hmacSignature`.
 //!
+//! The eight fields are joined without escaping, so a colon inside one of them would let a
+//! captured item be re-split into other fields under the same signature (`merchantReference =
+//! "order:77"` re-read as `merchantAccountCode = "TestMerchant:order"`, `merchantReference =
+//! "77"`), changing the event ID. Account codes, PSP references, event codes, amounts and
+//! currencies never contain `:`, so an item where any field but `merchantReference` does is
+//! malformed: with one field allowed colons, the split of the signed string is unique.
+//!
+//! Work per request stays within a small multiple of its size. The batch-level `live` is not
+//! signed and is copied into every item's forwarded body, so it must be `"true"` or `"false"` (or
+//! absent); a batch carries at most `max_batch_items` items ([`DEFAULT_MAX_BATCH_ITEMS`]). Both
+//! are checked before any MAC is computed, so an oversized batch costs no HMAC work; they answer
+//! 400 (`malformed`).
+//!
 //! Adyen expects the body `[accepted]` in answer (a legacy requirement it still honours).
 //!
 //! `sign_body` (for `hookonce sign --out`) writes each item's signature into the body, editing
@@ -47,14 +60,27 @@ use super::{
 /// Where the signature lives, named in errors in place of a header.
 const SIGNATURE_FIELD: &str = "additionalData.hmacSignature";
 
+/// Items per batch when `max_batch_items` is not set: far above the batches Adyen sends, and
+/// small enough that a batch of copies of one captured item costs little.
+pub const DEFAULT_MAX_BATCH_ITEMS: u32 = 100;
+
 pub struct Adyen {
     keys: Vec<HmacSha256>,
+    max_items: usize,
 }
 
 impl Adyen {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
+        let max_items = settings.max_batch_items.unwrap_or(DEFAULT_MAX_BATCH_ITEMS);
+        if max_items == 0 {
+            return Err(ConfigError::invalid(
+                format!("sources.{source}.max_batch_items"),
+                "must be at least 1",
+            ));
+        }
         Ok(Self {
             keys: keyed_macs(source, settings, secrets::hex)?,
+            max_items: max_items as usize,
         })
     }
 }
@@ -145,6 +171,22 @@ fn text<'b>(field: &'b Option<Field<'_>>) -> &'b str {
 }
 
 impl Item<'_> {
+    /// Rejects an item whose signed string could be split another way: only `merchantReference`
+    /// (the fourth field) may contain `:`.
+    fn check_framing(&self) -> Result<(), VerifyError> {
+        let fields = self.signed_fields();
+        let reframable = fields
+            .iter()
+            .enumerate()
+            .any(|(i, field)| i != 3 && field.contains(':'));
+        if reframable {
+            return Err(VerifyError::Malformed(
+                "Adyen item with ':' in a signed field other than merchantReference",
+            ));
+        }
+        Ok(())
+    }
+
     /// The eight signed fields, in order.
     fn signed_fields(&self) -> [&str; 8] {
         let (value, currency) = self
@@ -219,6 +261,24 @@ fn item_body(live: Option<&RawValue>, item: &RawValue) -> Bytes {
     Bytes::from(out)
 }
 
+impl Adyen {
+    /// The checks on the unsigned batch itself, made before any MAC is computed: the number of
+    /// items, and a `live` that is `"true"` or `"false"` (it is copied into every item's body).
+    fn check_shape(&self, batch: &Batch<'_>) -> Result<(), VerifyError> {
+        if batch.items.len() > self.max_items {
+            return Err(VerifyError::Malformed(
+                "Adyen batch with more items than max_batch_items",
+            ));
+        }
+        match batch.live.map(RawValue::get) {
+            None | Some(r#""true""# | r#""false""#) => Ok(()),
+            Some(_) => Err(VerifyError::Malformed(
+                "Adyen batch whose live is not \"true\" or \"false\"",
+            )),
+        }
+    }
+}
+
 impl Provider for Adyen {
     fn name(&self) -> &'static str {
         "adyen"
@@ -233,11 +293,13 @@ impl Provider for Adyen {
         if batch.items.is_empty() {
             return Err(VerifyError::MissingHeader(SIGNATURE_FIELD));
         }
+        self.check_shape(&batch)?;
         let mut items = Vec::with_capacity(batch.items.len());
         for wrapper in &batch.items {
             let item: Item<'_> = serde_json::from_str(wrapper.item.get())
                 .map_err(|_| VerifyError::GarbledHeader(SIGNATURE_FIELD))?;
             verify_item(&self.keys, &item)?;
+            item.check_framing()?;
             items.push(item);
         }
 

@@ -289,3 +289,73 @@ fn sign_body_refuses_what_is_not_a_notification() {
         assert!(!error.0.is_empty(), "{body:?}");
     }
 }
+
+#[test]
+fn live_is_true_false_or_absent() {
+    let items = vec![json!({ "NotificationRequestItem": item("8815", "o", json!("true"), KEY) })];
+    for live in [json!("true"), json!("false")] {
+        let body = json!({ "live": live, "notificationItems": items }).to_string();
+        assert!(check(&[KEY], &body).is_ok(), "{live}");
+    }
+    assert!(check(&[KEY], &json!({ "notificationItems": items }).to_string()).is_ok());
+    let huge = "t".repeat(4096);
+    // `null` reads as absent; anything else but the two strings is refused.
+    for live in [json!(true), json!("yes"), json!(huge), json!({ "a": 1 })] {
+        let body = json!({ "live": live, "notificationItems": items }).to_string();
+        assert!(
+            matches!(check(&[KEY], &body), Err(VerifyError::Malformed(_))),
+            "{live}"
+        );
+    }
+}
+
+#[test]
+fn a_batch_over_max_batch_items_is_malformed_before_any_mac() {
+    let capped = |n: u32| {
+        let settings = settings("adyen", &[KEY], json!({ "max_batch_items": n }));
+        Adyen::from_settings("ady", &settings).unwrap()
+    };
+    let signed = item("8815", "o", json!("true"), KEY);
+    let verify_with = |adyen: &Adyen, items: &[serde_json::Value]| {
+        verify(adyen, &headers(&[]), batch(items).as_bytes(), 0)
+    };
+    assert!(verify_with(&capped(2), &[signed.clone(), signed.clone()]).is_ok());
+    // Unsigned items: the count is refused before any signature is looked at.
+    let unsigned = json!({ "pspReference": "1" });
+    assert!(matches!(
+        verify_with(&capped(2), &[unsigned.clone(), unsigned.clone(), unsigned]),
+        Err(VerifyError::Malformed(_))
+    ));
+    let over_default = vec![signed; DEFAULT_MAX_BATCH_ITEMS as usize + 1];
+    assert!(matches!(
+        verify_with(&adyen(&[KEY]), &over_default),
+        Err(VerifyError::Malformed(_))
+    ));
+    let zero = settings("adyen", &[KEY], json!({ "max_batch_items": 0 }));
+    let error = Adyen::from_settings("ady", &zero).err().unwrap();
+    assert!(
+        error.to_string().contains("sources.ady.max_batch_items"),
+        "{error}"
+    );
+}
+
+#[test]
+fn only_merchant_reference_may_contain_a_colon() {
+    let captured = item("8815", "order:77", json!("true"), KEY);
+    assert!(check(&[KEY], &batch(std::slice::from_ref(&captured))).is_ok());
+    // The same signed string, re-split at the reference's colon: same signature, new event ID.
+    let mut reframed = captured;
+    reframed["merchantAccountCode"] = json!("TestMerchant:order");
+    reframed["merchantReference"] = json!("77");
+    assert!(matches!(
+        check(&[KEY], &batch(&[reframed])),
+        Err(VerifyError::Malformed(_))
+    ));
+    // A colon in any other signed field, even correctly signed, is refused.
+    let mut psp = item("88:15", "o", json!("true"), KEY);
+    psp["pspReference"] = json!("88:15");
+    assert!(matches!(
+        check(&[KEY], &batch(&[psp])),
+        Err(VerifyError::Malformed(_))
+    ));
+}

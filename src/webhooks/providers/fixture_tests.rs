@@ -4,16 +4,18 @@
 //! also runs each SDK's verifier on every case; here we only check that hookonce reaches the
 //! outcome each case expects. Failures are collected so that one run lists every broken case.
 
+use std::sync::Arc;
+
 use base64::Engine as _;
 use bytes::Bytes;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::testing::headers;
-use super::{build, names, RawRequest, Verified, VerifiedEvent, VerifyError};
+use super::{build, names, Provider, RawRequest, Verified, VerifiedEvent, VerifyError};
 
 /// Every fixture file, embedded so the test needs no working directory.
-const FIXTURES: &[(&str, &str)] = &[
+pub(super) const FIXTURES: &[(&str, &str)] = &[
     (
         "stripe",
         include_str!("../../../tests/fixtures/stripe.json"),
@@ -51,34 +53,34 @@ const FIXTURES: &[(&str, &str)] = &[
 ];
 
 #[derive(Deserialize)]
-struct FixtureFile {
-    provider: String,
-    cases: Vec<Case>,
+pub(super) struct FixtureFile {
+    pub provider: String,
+    pub cases: Vec<Case>,
 }
 
 #[derive(Deserialize)]
-struct Case {
-    name: String,
+pub(super) struct Case {
+    pub name: String,
     secrets: Vec<String>,
     #[serde(default)]
     settings: serde_json::Map<String, serde_json::Value>,
-    now_unix: i64,
-    headers: Vec<(String, String)>,
+    pub now_unix: i64,
+    pub headers: Vec<(String, String)>,
     body: Option<String>,
     body_base64: Option<String>,
-    expect: Expect,
+    pub expect: Expect,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "snake_case")]
-enum Expect {
+pub(super) enum Expect {
     Events(Vec<ExpectedEvent>),
     Error(String),
     Handshake(String),
 }
 
 #[derive(Deserialize)]
-struct ExpectedEvent {
+pub(super) struct ExpectedEvent {
     event_id: String,
     event_type: String,
     /// The forwarded bytes when they are not the whole request body (batch items)…
@@ -97,10 +99,13 @@ fn error_kind(error: &VerifyError) -> &'static str {
     }
 }
 
-/// Runs one case; `Err` describes how hookonce's answer differs from the expected one.
-///
-/// `overrides` replaces the case's own settings (to replay a fixture through `generic`).
-fn run(provider: &str, case: &Case, overrides: Option<&serde_json::Value>) -> Result<(), String> {
+/// The provider a case is verified by: `provider` with the case's settings, or with `overrides`
+/// in their place (to replay a fixture through `generic`).
+pub(super) fn provider_for(
+    provider: &str,
+    case: &Case,
+    overrides: Option<&serde_json::Value>,
+) -> Result<Arc<dyn Provider>, String> {
     let mut settings = serde_json::json!({ "provider": provider, "secrets": case.secrets });
     let extra = match overrides.and_then(|o| o.as_object()) {
         Some(overrides) => overrides.clone(),
@@ -110,16 +115,25 @@ fn run(provider: &str, case: &Case, overrides: Option<&serde_json::Value>) -> Re
         map.extend(extra);
     }
     let settings = serde_json::from_value(settings).map_err(|e| format!("settings: {e}"))?;
-    let provider = build("fixture", &settings).map_err(|e| format!("build: {e}"))?;
-    let body = match (&case.body, &case.body_base64) {
-        (Some(text), None) => Bytes::from(text.clone().into_bytes()),
-        (None, Some(encoded)) => Bytes::from(
-            base64::engine::general_purpose::STANDARD
-                .decode(encoded)
-                .map_err(|e| format!("body_base64: {e}"))?,
-        ),
-        _ => return Err("needs exactly one of body and body_base64".to_owned()),
-    };
+    build("fixture", &settings).map_err(|e| format!("build: {e}"))
+}
+
+/// A case's raw body.
+pub(super) fn body_of(case: &Case) -> Result<Bytes, String> {
+    match (&case.body, &case.body_base64) {
+        (Some(text), None) => Ok(Bytes::from(text.clone().into_bytes())),
+        (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map(Bytes::from)
+            .map_err(|e| format!("body_base64: {e}")),
+        _ => Err("needs exactly one of body and body_base64".to_owned()),
+    }
+}
+
+/// Runs one case; `Err` describes how hookonce's answer differs from the expected one.
+fn run(provider: &str, case: &Case, overrides: Option<&serde_json::Value>) -> Result<(), String> {
+    let provider = provider_for(provider, case, overrides)?;
+    let body = body_of(case)?;
     let pairs: Vec<(&str, &[u8])> = case
         .headers
         .iter()

@@ -22,7 +22,9 @@
 //!   `key=value` signature headers (Stripe, Paddle); `secrets`: every secret encoding; `extract`:
 //!   JSON pointers; `splice`: byte-preserving JSON edits for `sign_body`.
 //! - `fixture_tests`: replays tests/fixtures/*.json, made with the providers' own SDKs by
-//!   `scripts/gen-fixtures`.
+//!   `scripts/gen-fixtures`. `property_*`: the fuzzing of this boundary, as property tests
+//!   seeded from those fixtures (`verify` of every provider, re-framed signed strings, the
+//!   shared parsers).
 
 mod adyen;
 mod adyen_platform;
@@ -36,6 +38,16 @@ mod gitlab;
 mod linear;
 mod paddle;
 mod params;
+#[cfg(test)]
+mod property_mutations;
+#[cfg(test)]
+mod property_parsers;
+#[cfg(test)]
+mod property_reframe;
+#[cfg(test)]
+mod property_schemes;
+#[cfg(test)]
+mod property_tests;
 mod registry;
 mod secrets;
 mod shopify;
@@ -52,7 +64,9 @@ mod testing;
 use bytes::Bytes;
 use http::HeaderMap;
 
-pub use registry::{build, default_dedup_ttl, lookup, names, ProviderSpec, REGISTRY};
+pub use registry::{
+    body_dedup, build, default_dedup_ttl, lookup, names, BodyDedup, ProviderSpec, REGISTRY,
+};
 pub use secrets::decode_secrets;
 pub use standard::StandardSigner;
 

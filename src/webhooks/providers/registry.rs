@@ -27,9 +27,40 @@ pub struct ProviderSpec {
     /// one only costs Redis memory (one small record per event), so the margins are generous.
     pub default_dedup_ttl: Duration,
     /// The `[sources.NAME]` keys this provider reads beyond the common ones (`provider`,
-    /// `secrets`, `dedup_ttl`, `stream`); any other configured key is an error.
+    /// `secrets`, `dedup_ttl`, `stream`, `body_dedup`); any other configured key is an error.
     pub keys: &'static [&'static str],
+    /// Whether a source that sets no `body_dedup` also deduplicates on the payload: yes exactly
+    /// when the scheme does not sign the event ID, so that a captured body replayed under a
+    /// fresh ID is not forwarded again.
+    pub default_body_dedup: BodyDedup,
     build: BuildFn,
+}
+
+/// The default of `sources.NAME.body_dedup` for one provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyDedup {
+    /// The event ID is signed (in the body, or in the signed string): the ID alone decides.
+    Off,
+    /// The event ID comes from a header no signature covers.
+    On,
+    /// `generic`: on when the ID comes from `id_header` and `signed_content` does not sign `{id}`.
+    WhenIdHeaderUnsigned,
+}
+
+impl BodyDedup {
+    fn applies_to(self, settings: &SourceSettings) -> bool {
+        match self {
+            BodyDedup::Off => false,
+            BodyDedup::On => true,
+            BodyDedup::WhenIdHeaderUnsigned => {
+                let signs_id = settings
+                    .signed_content
+                    .as_deref()
+                    .is_some_and(|template| template.contains("{id}"));
+                settings.id_header.is_some() && !signs_id
+            }
+        }
+    }
 }
 
 impl ProviderSpec {
@@ -58,6 +89,7 @@ pub static REGISTRY: &[ProviderSpec] = &[
         // Stripe retries live events for up to 3 days; one day of margin.
         default_dedup_ttl: days(4),
         keys: &["tolerance"],
+        default_body_dedup: BodyDedup::Off,
         build: |source, settings| Ok(Arc::new(stripe::Stripe::from_settings(source, settings)?)),
     },
     ProviderSpec {
@@ -65,6 +97,7 @@ pub static REGISTRY: &[ProviderSpec] = &[
         // Svix's schedule ends about 28 hours after the first attempt; the rest is margin.
         default_dedup_ttl: days(3),
         keys: &["tolerance"],
+        default_body_dedup: BodyDedup::Off,
         build: |source, settings| {
             Ok(Arc::new(standard::Standard::from_settings(
                 source, settings,
@@ -76,19 +109,23 @@ pub static REGISTRY: &[ProviderSpec] = &[
         // GitHub lets operators redeliver for 3 days; one day of margin.
         default_dedup_ttl: days(4),
         keys: &[],
+        // X-GitHub-Delivery is not signed.
+        default_body_dedup: BodyDedup::On,
         build: |source, settings| Ok(Arc::new(github::GitHub::from_settings(source, settings)?)),
     },
     ProviderSpec {
         name: "adyen",
         // Adyen's retry queue keeps trying for up to 30 days (both webhook families).
         default_dedup_ttl: days(31),
-        keys: &[],
+        keys: &["max_batch_items"],
+        default_body_dedup: BodyDedup::Off,
         build: |source, settings| Ok(Arc::new(adyen::Adyen::from_settings(source, settings)?)),
     },
     ProviderSpec {
         name: "adyen_platform",
         default_dedup_ttl: days(31),
         keys: &["id_pointer", "type_pointer"],
+        default_body_dedup: BodyDedup::Off,
         build: |source, settings| {
             Ok(Arc::new(adyen_platform::AdyenPlatform::from_settings(
                 source, settings,
@@ -100,6 +137,8 @@ pub static REGISTRY: &[ProviderSpec] = &[
         // Shopify retries 8 times over 4 hours; a day covers late manual re-sends too.
         default_dedup_ttl: DAY,
         keys: &[],
+        // X-Shopify-Event-Id is not signed.
+        default_body_dedup: BodyDedup::On,
         build: |source, settings| Ok(Arc::new(shopify::Shopify::from_settings(source, settings)?)),
     },
     ProviderSpec {
@@ -107,6 +146,7 @@ pub static REGISTRY: &[ProviderSpec] = &[
         // Slack retries 3 times within about 6 minutes; an hour is ample.
         default_dedup_ttl: HOUR,
         keys: &["tolerance"],
+        default_body_dedup: BodyDedup::Off,
         build: |source, settings| Ok(Arc::new(slack::Slack::from_settings(source, settings)?)),
     },
     ProviderSpec {
@@ -114,6 +154,7 @@ pub static REGISTRY: &[ProviderSpec] = &[
         // Paddle retries for up to 3 days; one day of margin.
         default_dedup_ttl: days(4),
         keys: &["tolerance"],
+        default_body_dedup: BodyDedup::Off,
         build: |source, settings| Ok(Arc::new(paddle::Paddle::from_settings(source, settings)?)),
     },
     ProviderSpec {
@@ -121,6 +162,7 @@ pub static REGISTRY: &[ProviderSpec] = &[
         // Square retries for up to 72 hours; one day of margin.
         default_dedup_ttl: days(4),
         keys: &["notification_url"],
+        default_body_dedup: BodyDedup::Off,
         build: |source, settings| Ok(Arc::new(square::Square::from_settings(source, settings)?)),
     },
     ProviderSpec {
@@ -128,6 +170,9 @@ pub static REGISTRY: &[ProviderSpec] = &[
         // Linear retries after 1 minute, 1 hour and 6 hours.
         default_dedup_ttl: DAY,
         keys: &["tolerance"],
+        // Linear-Delivery is not signed; the signed webhookTimestamp bounds a replay to the
+        // tolerance, body_dedup closes that minute too.
+        default_body_dedup: BodyDedup::On,
         build: |source, settings| Ok(Arc::new(linear::Linear::from_settings(source, settings)?)),
     },
     ProviderSpec {
@@ -135,6 +180,8 @@ pub static REGISTRY: &[ProviderSpec] = &[
         // GitLab keeps hook logs (and their "Resend request" button) for 2 days.
         default_dedup_ttl: days(3),
         keys: &[],
+        // Idempotency-Key is not signed (GitLab signs nothing but sends its token).
+        default_body_dedup: BodyDedup::On,
         build: |source, settings| Ok(Arc::new(gitlab::GitLab::from_settings(source, settings)?)),
     },
     ProviderSpec {
@@ -142,6 +189,7 @@ pub static REGISTRY: &[ProviderSpec] = &[
         // The sender's retry schedule is unknown: a week.
         default_dedup_ttl: days(7),
         keys: generic::KEYS,
+        default_body_dedup: BodyDedup::WhenIdHeaderUnsigned,
         build: |source, settings| Ok(Arc::new(generic::Generic::from_settings(source, settings)?)),
     },
 ];
@@ -179,8 +227,16 @@ pub fn default_dedup_ttl(provider: &str) -> Duration {
     lookup(provider).map_or(UNKNOWN_DEDUP_TTL, |spec| spec.default_dedup_ttl)
 }
 
+/// Whether a source deduplicates on the payload too: its `body_dedup`, else its provider's
+/// default (see [`ProviderSpec::default_body_dedup`]).
+pub fn body_dedup(settings: &SourceSettings) -> bool {
+    settings.body_dedup.unwrap_or_else(|| {
+        lookup(&settings.provider).is_some_and(|spec| spec.default_body_dedup.applies_to(settings))
+    })
+}
+
 /// Keys of `[sources.NAME]` that every provider understands.
-const COMMON_KEYS: &[&str] = &["provider", "secrets", "dedup_ttl", "stream"];
+const COMMON_KEYS: &[&str] = &["provider", "secrets", "dedup_ttl", "stream", "body_dedup"];
 
 /// Rejects any configured provider-specific key that is not in `used`, naming it.
 ///

@@ -62,15 +62,36 @@ fn names_are_unique_and_the_windows_are_the_documented_ones() {
 #[test]
 fn every_listed_key_is_a_source_setting() {
     // `SourceSettings` denies unknown fields, so a misspelt key in an entry fails to deserialize.
-    // "1s" is both a valid duration and a valid string, whichever type the field has.
+    // "1s" is both a valid duration and a valid string; 1 covers the numeric keys.
     for spec in REGISTRY {
         for key in spec.keys {
             assert!(!COMMON_KEYS.contains(key), "{}: {key} is common", spec.name);
-            let value = json!({ "provider": spec.name, *key: "1s" });
-            let parsed: Result<SourceSettings, _> = serde_json::from_value(value);
-            assert!(parsed.is_ok(), "{}: {key} is not a source key", spec.name);
+            let parses = [json!("1s"), json!(1)].into_iter().any(|sample| {
+                let value = json!({ "provider": spec.name, *key: sample });
+                serde_json::from_value::<SourceSettings>(value).is_ok()
+            });
+            assert!(parses, "{}: {key} is not a source key", spec.name);
         }
     }
+}
+
+#[test]
+fn body_dedup_is_on_by_default_exactly_where_the_event_id_is_unsigned() {
+    let on = |provider: &str, extra: serde_json::Value| {
+        super::body_dedup(&settings(provider, &["s"], extra))
+    };
+    for provider in ["github", "shopify", "gitlab", "linear"] {
+        assert!(on(provider, json!({})), "{provider}");
+    }
+    for provider in ["stripe", "standard", "adyen", "slack", "paddle", "square"] {
+        assert!(!on(provider, json!({})), "{provider}");
+    }
+    assert!(on("generic", json!({ "id_header": "X-Id" })));
+    let signed_id = json!({ "id_header": "X-Id", "signed_content": "{id}.{body}" });
+    assert!(!on("generic", signed_id));
+    assert!(!on("generic", json!({ "id_pointer": "/id" })));
+    assert!(!on("github", json!({ "body_dedup": false })));
+    assert!(on("stripe", json!({ "body_dedup": true })));
 }
 
 #[test]

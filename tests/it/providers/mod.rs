@@ -1,7 +1,9 @@
-//! The provider suites: every provider end to end, Adyen batches, handshakes and retries, the
-//! `sign` command, and the example configurations and README they are documented by.
+//! The provider suites: every provider end to end, Adyen batches (hostile ones too), handshakes
+//! and retries, the `sign` command, and the example configurations and README they are
+//! documented by.
 
 mod adyen;
+mod adyen_hostile;
 mod cases;
 mod end_to_end;
 mod examples;

@@ -1,6 +1,8 @@
 //! `TestApp`: one daemon in this process on ephemeral loopback ports, over a real redis-server or
-//! the memory store, built from typed settings by [`TestApp::builder`].
+//! the memory store, built from typed settings by [`TestApp::builder`]; with Idempotency-Key
+//! proxies (each on its own ephemeral port) when the builder adds them.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -29,8 +31,8 @@ pub struct TestApp {
     pub app: Arc<App>,
     pub addr: SocketAddr,
     pub metrics_addr: SocketAddr,
-    /// Each configured proxy's bound listener, by name.
-    pub proxy_addrs: std::collections::BTreeMap<String, SocketAddr>,
+    /// Each proxy's bound listener, by name.
+    pub proxy_addrs: BTreeMap<String, SocketAddr>,
     pub client: reqwest::Client,
     pub redis: Option<RedisServer>,
     pub sink_file: Option<PathBuf>,
@@ -89,7 +91,7 @@ impl Builder {
             },
             sink,
             sources: settings::default_sources(),
-            proxies: Default::default(),
+            proxies: BTreeMap::new(),
             relay: Default::default(),
         };
         Self {
@@ -113,9 +115,17 @@ impl Builder {
         self
     }
 
-    /// Adds (or replaces) an Idempotency-Key proxy.
-    pub fn proxy(mut self, name: &str, proxy: ProxySettings) -> Self {
+    /// Adds (or replaces) an Idempotency-Key proxy, listening on an ephemeral loopback port
+    /// whatever `proxy.listen` says.
+    pub fn proxy(mut self, name: &str, mut proxy: ProxySettings) -> Self {
+        proxy.listen = ([127, 0, 0, 1], 0).into();
         self.settings.proxies.insert(name.to_owned(), proxy);
+        self
+    }
+
+    /// Removes the default webhook sources (a configuration with only proxies).
+    pub fn without_sources(mut self) -> Self {
+        self.settings.sources.clear();
         self
     }
 
@@ -220,6 +230,15 @@ impl TestApp {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
+    }
+
+    /// The URL of `path` on the proxy `name`'s listener.
+    pub fn proxy_url(&self, name: &str, path: &str) -> String {
+        let addr = self
+            .proxy_addrs
+            .get(name)
+            .unwrap_or_else(|| panic!("no proxy {name:?} configured"));
+        format!("http://{addr}{path}")
     }
 
     /// The provider a configured source verifies with.

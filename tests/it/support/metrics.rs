@@ -23,6 +23,19 @@ pub const READY: &str = "hookonce_ready";
 /// `hookonce_stream_length{stream}` (gauge).
 pub const STREAM_LENGTH: &str = "hookonce_stream_length";
 
+/// `hookonce_proxy_requests_total{proxy,outcome}`: one count per proxied request and outcome.
+pub const PROXY_REQUESTS: &str = "hookonce_proxy_requests_total";
+/// `hookonce_proxy_duration_seconds_count{proxy,outcome}`.
+pub const PROXY_DURATIONS: &str = "hookonce_proxy_duration_seconds_count";
+/// `hookonce_proxy_upstream_duration_seconds_count{proxy}`: exchanges with the upstream.
+pub const PROXY_UPSTREAM_CALLS: &str = "hookonce_proxy_upstream_duration_seconds_count";
+/// `hookonce_proxy_claims_held{proxy}` (gauge).
+pub const PROXY_CLAIMS_HELD: &str = "hookonce_proxy_claims_held";
+/// `hookonce_proxy_oldest_claim_seconds{proxy}` (gauge).
+pub const PROXY_OLDEST_CLAIM: &str = "hookonce_proxy_oldest_claim_seconds";
+/// `hookonce_proxy_lease_takeovers_total{proxy}`.
+pub const PROXY_LEASE_TAKEOVERS: &str = "hookonce_proxy_lease_takeovers_total";
+
 /// The `/metrics` page served on `addr`.
 pub async fn scrape(client: &reqwest::Client, addr: SocketAddr) -> String {
     client

@@ -15,6 +15,7 @@ pub mod proxy;
 pub mod redis;
 pub mod relay_worker;
 pub mod settings;
+pub mod upstream;
 pub mod worker;
 
 use std::time::{Duration, Instant};

@@ -137,7 +137,11 @@ impl Workload {
             }
             Kind::GitHub => {
                 let id = format!("{p}-0000-4000-8000-{index:012x}");
-                let head = r#"{"ref":"refs/heads/main","before":"6113728f27ae82c7b1a177c8d03f9e96e0adf246","after":"76ae82c7b1a177c8d03f9e96e0adf2466113728f","repository":{"id":186853002,"full_name":"acme/shop","private":true},"pusher":{"name":"loadgen"},"head_commit":{"id":"76ae82c7b1a177c8d03f9e96e0adf2466113728f","message":""#;
+                // Each push names its own commit, as GitHub's do: a source with body_dedup
+                // would take events with one body under many delivery IDs for replays.
+                let head = format!(
+                    r#"{{"ref":"refs/heads/main","before":"6113728f27ae82c7b1a177c8d03f9e96e0adf246","after":"{index:040x}","repository":{{"id":186853002,"full_name":"acme/shop","private":true}},"pusher":{{"name":"loadgen"}},"head_commit":{{"id":"{index:040x}","message":"{p} "#
+                );
                 let tail = r#""}}"#;
                 let body = format!("{head}{}{tail}", pad(head.len() + tail.len()));
                 (id, body)

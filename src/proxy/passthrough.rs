@@ -1,0 +1,86 @@
+//! The requests the proxy does not key: passed through to the upstream, streaming both ways and
+//! storing nothing; and the body reading of keyed requests, whose fingerprint covers the body.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, Request, Response};
+use bytes::Bytes;
+use http_body_util::BodyExt;
+
+use super::{error_chain, upstream, Ending, Proxy, Reply};
+use crate::outcome::ProxyOutcome;
+use upstream::UpstreamError;
+
+impl Proxy {
+    /// Reads a keyed request's body (the fingerprint covers it), up to `server.body_limit`.
+    pub(super) async fn read_body(&self, headers: &HeaderMap, body: Body) -> Result<Bytes, Reply> {
+        let too_large = || Reply::refused(ProxyOutcome::TooLarge, "body over server.body_limit");
+        if declared_length(headers).is_some_and(|n| n > self.body_limit as u64) {
+            return Err(too_large());
+        }
+        match http_body_util::Limited::new(body, self.body_limit)
+            .collect()
+            .await
+        {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+            Err(error) => Err(Reply::refused(
+                ProxyOutcome::Unavailable,
+                format!("cannot read the request body: {error}"),
+            )),
+        }
+    }
+
+    /// Forwards a request that gets no idempotency, streaming both ways; stores nothing.
+    pub(super) async fn pass_through(&self, request: Request<Body>, peer: SocketAddr) -> Reply {
+        if declared_length(request.headers()).is_some_and(|n| n > self.body_limit as u64) {
+            return Reply::refused(ProxyOutcome::TooLarge, "body over server.body_limit");
+        }
+        let (mut parts, body) = request.into_parts();
+        let outcome = ProxyOutcome::PassedThrough;
+        if let Err(detail) = self.upstream.prepare(&mut parts, peer) {
+            return Reply::refused(ProxyOutcome::Unavailable, detail);
+        }
+        let request = Request::from_parts(parts, self.upstream.limit(body));
+        let started = Instant::now();
+        let timeout = self.upstream.timeout();
+        let result = tokio::time::timeout(timeout, self.upstream.send(request))
+            .await
+            .unwrap_or(Err(UpstreamError::Timeout(timeout)));
+        self.metrics
+            .upstream
+            .record(started.elapsed().as_secs_f64());
+        match result {
+            Ok(response) => Reply {
+                outcome,
+                ending: Ending::Upstream(downstream(response.map(Body::new))),
+                detail: None,
+            },
+            Err(error) => failed(outcome, error),
+        }
+    }
+}
+
+/// A request that ended with an upstream failure (timeout, refused or reset connection).
+pub(super) fn failed(outcome: ProxyOutcome, error: UpstreamError) -> Reply {
+    Reply {
+        outcome,
+        detail: Some(error_chain(&error)),
+        ending: Ending::Failed(error),
+    }
+}
+
+/// An upstream response on its way to the client, without its hop-by-hop headers.
+pub(super) fn downstream(mut response: Response<Body>) -> Response<Body> {
+    upstream::strip_hop_by_hop(response.headers_mut());
+    response
+}
+
+pub(super) fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}

@@ -1,0 +1,76 @@
+//! The store's side: a completed key is replayed for `ttl` and executes again after it; with
+//! Redis down the proxy fails closed (503, the upstream not called) while requests that need no
+//! store still pass, and it recovers by itself when Redis is back.
+
+use super::{order, outcome, send, start, ORDERS};
+use crate::support::settings::secs;
+use crate::support::upstream::Upstream;
+use crate::support::{both_backends, eventually, Backend};
+
+async fn a_retry_after_the_ttl_executes_again(backend: Backend) {
+    let upstream = Upstream::start().await;
+    let t = start(backend, &upstream, |p| {
+        p.ttl = secs(1);
+        p.lease = secs(1);
+        p.upstream_timeout = secs(1);
+    })
+    .await;
+    let first = order(&t, "k1", b"{}").await;
+    assert_eq!(first.status, 201);
+    // Within the window: the stored answer.
+    assert!(order(&t, "k1", b"{}").await.replayed());
+    // Each retry until expiry is a replay; the first one after it executes.
+    eventually(10, "the stored answer to expire", || async {
+        let retry = order(&t, "k1", b"{}").await;
+        assert_eq!(retry.status, 201);
+        !retry.replayed()
+    })
+    .await;
+    assert_eq!(upstream.executions("k1", ORDERS), 2);
+    // The new execution is stored in its turn.
+    let again = order(&t, "k1", b"{}").await;
+    assert!(again.replayed());
+    assert!(again.text().contains(r#""execution":2"#), "{again:?}");
+}
+
+both_backends!(a_retry_after_the_ttl_executes_again);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_down_keyed_requests_get_503_and_never_reach_the_upstream() {
+    let upstream = Upstream::start().await;
+    let mut t = start(Backend::Redis, &upstream, |p| {
+        p.routes = vec![ORDERS.into()];
+        p.require_key = true;
+    })
+    .await;
+    assert_eq!(order(&t, "before", b"{}").await.status, 201);
+    t.redis.as_mut().unwrap().kill();
+
+    let down = order(&t, "k1", b"{}").await;
+    down.assert_problem_status(503);
+    assert!(down.header("retry-after").is_some(), "{down:?}");
+    // A key that was replayed before is not replayed (nor executed) either: no store, no answer.
+    assert_eq!(order(&t, "before", b"{}").await.status, 503);
+    assert_eq!(
+        upstream.hits(ORDERS),
+        1,
+        "the upstream was called without a claim"
+    );
+    assert_eq!(outcome(&t, "unavailable").await, 2.0);
+
+    // What needs no store passes: other methods, unrouted paths.
+    let get = send(&t, "GET", ORDERS, &[("idempotency-key", "k1")], b"").await;
+    assert_eq!(get.status, 201);
+    let other = send(&t, "POST", "/v1/other", &[("idempotency-key", "k1")], b"{}").await;
+    assert_eq!(other.status, 201);
+
+    // Redis back (empty): the proxy reconnects by itself.
+    t.redis.as_mut().unwrap().restart();
+    eventually(20, "the proxy to use Redis again", || async {
+        order(&t, "after", b"{}").await.status == 201
+    })
+    .await;
+    assert!(order(&t, "after", b"{}").await.replayed());
+    assert_eq!(upstream.executions("after", ORDERS), 1);
+    assert!(t.redis.as_ref().unwrap().dbsize() > 0);
+}

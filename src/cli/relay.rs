@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use hookonce::config::{Settings, StoreBackend};
 use hookonce::metrics::Metrics;
-use hookonce::relay::{self, Relay};
+use hookonce::relay::{self, dlq, Relay};
 use hookonce::store::{self, RedisStore};
 
 use crate::runtime;
@@ -114,15 +114,124 @@ async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<Metrics>)
 
 pub(crate) fn dlq(settings: &Settings, command: &Dlq) -> anyhow::Result<ExitCode> {
     needs_redis(settings)?;
-    let _ = command;
     runtime()?.block_on(async {
-        let _store = RedisStore::connect(&settings.store).await?;
-        bail!("dlq: not implemented yet")
+        let store = RedisStore::connect(&settings.store).await?;
+        match command {
+            Dlq::List {
+                route,
+                source,
+                json,
+            } => {
+                let letters =
+                    dlq::list(settings, &store, route.as_deref(), source.as_deref()).await?;
+                print_list(&letters, *json)?;
+            }
+            Dlq::Replay(selection) => {
+                let (source, chosen) = selection.chosen();
+                let n = dlq::replay(settings, &store, &selection.route, source, chosen).await?;
+                println!("replayed {n} dead letter(s) to route {}", selection.route);
+            }
+            Dlq::Drop(selection) => {
+                let (source, chosen) = selection.chosen();
+                let n = dlq::drop(settings, &store, &selection.route, source, chosen).await?;
+                println!("dropped {n} dead letter(s) of route {}", selection.route);
+            }
+        }
+        Ok(ExitCode::SUCCESS)
     })
+}
+
+impl Selection {
+    fn chosen(&self) -> (Option<&str>, dlq::Selection) {
+        let chosen = if self.all {
+            dlq::Selection::All
+        } else {
+            dlq::Selection::Ids(self.ids.clone())
+        };
+        (self.source.as_deref(), chosen)
+    }
+}
+
+fn print_list(letters: &[(String, dlq::DeadLetter)], json: bool) -> anyhow::Result<()> {
+    if json {
+        for (route, letter) in letters {
+            let mut value = serde_json::to_value(letter)?;
+            value["route"] = serde_json::Value::String(route.clone());
+            println!("{value}");
+        }
+        return Ok(());
+    }
+    let rows: Vec<[String; 8]> = letters
+        .iter()
+        .map(|(route, l)| {
+            [
+                route.clone(),
+                l.source.clone(),
+                l.id.clone(),
+                l.event_id.clone(),
+                l.event_type.clone(),
+                l.attempts.clone(),
+                if l.last_status.is_empty() {
+                    "-".to_owned()
+                } else {
+                    l.last_status.clone()
+                },
+                time(&l.dead_lettered_at),
+            ]
+        })
+        .collect();
+    let header = [
+        "ROUTE",
+        "SOURCE",
+        "ID",
+        "EVENT ID",
+        "EVENT TYPE",
+        "ATTEMPTS",
+        "LAST STATUS",
+        "TIME",
+    ]
+    .map(str::to_owned);
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        let line: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", line.join("  ").trim_end());
+    }
+    if rows.is_empty() {
+        eprintln!("no dead letters");
+    }
+    Ok(())
+}
+
+/// Unix ms as RFC 3339 (UTC, seconds).
+fn time(unix_ms: &str) -> String {
+    match unix_ms.parse::<u64>() {
+        Ok(ms) => humantime::format_rfc3339_seconds(
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
+        )
+        .to_string(),
+        Err(_) => unix_ms.to_owned(),
+    }
 }
 
 pub(crate) fn redeliver(settings: &Settings, args: &Redeliver) -> anyhow::Result<ExitCode> {
     needs_redis(settings)?;
-    let _ = args;
-    bail!("redeliver: not implemented yet")
+    runtime()?.block_on(async {
+        let store = RedisStore::connect(&settings.store).await?;
+        let entry =
+            dlq::redeliver(settings, &store, &args.source, &args.event_id, &args.route).await?;
+        println!(
+            "handed stream entry {entry} (event {}) back to route {}",
+            args.event_id, args.route
+        );
+        Ok(ExitCode::SUCCESS)
+    })
 }

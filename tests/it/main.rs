@@ -12,6 +12,7 @@ mod proxy;
 mod proxy_cli;
 mod proxy_core;
 mod redis_store;
+mod relay;
 mod server;
 mod support;
 mod topology;

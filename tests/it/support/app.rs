@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 pub use hookonce::app::{App, StartError};
 use hookonce::config::{
-    ProxySettings, ServerSettings, ServiceUrl, Settings, SinkKind, SinkSettings, SourceSettings,
-    StoreBackend, StoreSettings, StoreTopology,
+    ProxySettings, RelaySettings, ServerSettings, ServiceUrl, Settings, SinkKind, SinkSettings,
+    SourceSettings, StoreBackend, StoreSettings, StoreTopology,
 };
 use hookonce::server::{self, Listeners};
 use hookonce::webhooks::providers::{self, Provider, SignOptions};
@@ -142,6 +142,12 @@ impl Builder {
     /// Changes the backend's default sink; assign a whole `SinkSettings` to replace it.
     pub fn sink(mut self, change: impl FnOnce(&mut SinkSettings)) -> Self {
         change(&mut self.settings.sink);
+        self
+    }
+
+    /// Changes `[relay]` (routes, `enabled`, `claim_idle`); `relay.enabled` runs it in the daemon.
+    pub fn relay(mut self, change: impl FnOnce(&mut RelaySettings)) -> Self {
+        change(&mut self.settings.relay);
         self
     }
 

@@ -55,6 +55,53 @@ impl Daemon {
         daemon
     }
 
+    /// `hookonce relay --config CONFIG` with `/metrics` on a free port (the only port it binds),
+    /// its logs in `dir/relay-PORT.log`; returns once `/metrics` answers.
+    pub async fn relay(config: &Path, dir: &Path, env: &[(&str, &str)]) -> Self {
+        let metrics_port = free_port();
+        let log = dir.join(format!("relay-{metrics_port}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let mut command = Command::new(BIN);
+        command
+            .args(["relay", "--config", config.to_str().unwrap()])
+            .env(
+                "HOOKONCE__SERVER__METRICS_LISTEN",
+                format!("127.0.0.1:{metrics_port}"),
+            )
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .stdin(Stdio::null());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let relay = Self {
+            child: command.spawn().unwrap(),
+            port: 0,
+            metrics_port,
+            log,
+        };
+        let client = reqwest::Client::new();
+        let url = format!("http://127.0.0.1:{metrics_port}/metrics");
+        eventually(20, "the relay to serve /metrics", || {
+            let request = client.get(&url).send();
+            async move { request.await.is_ok_and(|r| r.status() == 200) }
+        })
+        .await;
+        relay
+    }
+
+    /// The whole `/metrics` page.
+    pub async fn metrics(&self) -> String {
+        let addr = ([127, 0, 0, 1], self.metrics_port).into();
+        metrics::scrape(&reqwest::Client::new(), addr).await
+    }
+
+    /// SIGKILL, and waits for the process to be gone.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }

@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod nats;
 pub mod proxy;
 pub mod redis;
+pub mod relay_worker;
 pub mod sentinel;
 pub mod settings;
 pub mod upstream;

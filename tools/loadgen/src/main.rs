@@ -4,15 +4,17 @@
 //! the same hookonce configuration file as the daemon, so signatures and secrets never drift),
 //! measures throughput and latency, and records every attempt's status. `audit` reads the
 //! daemon's queue (Redis Stream or JetStream subject) and checks the record against it: nothing
-//! acknowledged may be missing, nothing may be there twice.
+//! acknowledged may be missing, nothing may be there twice. `audit-relay` checks the relay's
+//! side: the workers' record of deliveries against the streams, route by route.
 //!
 //! Modules: `workload` (bodies and signatures), `http` (one raw keep-alive connection per slot),
 //! `runner` (dispatch, spacing, retries), `report` (histograms, progress), `record` (the attempt
-//! log), `audit` (queue vs record).
+//! log), `audit` (queue vs record), `relay_audit` (workers' record vs streams).
 
 mod audit;
 mod http;
 mod record;
+mod relay_audit;
 mod report;
 mod runner;
 mod workload;
@@ -40,6 +42,25 @@ enum Command {
     Run(Box<RunArgs>),
     /// Check a run's record against the queue: exit 1 if anything was lost or duplicated.
     Audit(AuditArgs),
+    /// Check the workers' record of relay deliveries against the streams: every entry delivered
+    /// to every matching route (or dead-lettered), duplicates explained; exit 1 otherwise.
+    AuditRelay(AuditRelayArgs),
+}
+
+#[derive(Args)]
+struct AuditRelayArgs {
+    /// hookonce configuration file with the `[relay.routes]` the workers were fed by.
+    #[arg(long, env = "HOOKONCE_CONFIG")]
+    config: PathBuf,
+    /// The workers' JSON-lines records of every delivery attempt.
+    #[arg(long, required = true, num_args = 1..)]
+    deliveries: Vec<PathBuf>,
+    /// Read this Redis instead of the configured one.
+    #[arg(long)]
+    redis_url: Option<String>,
+    /// Write the findings as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 /// Which source to sign for: a hookonce configuration file, or a provider and secret inline.
@@ -171,6 +192,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => runtime.block_on(run(*args)),
         Command::Audit(args) => runtime.block_on(audit(args)),
+        Command::AuditRelay(args) => runtime.block_on(audit_relay(args)),
     };
     match result {
         Ok(code) => code,
@@ -328,6 +350,26 @@ async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
         .await
         .map_err(anyhow::Error::msg)?;
     let findings = audit::compare(&records, &counts);
+    findings.print();
+    if let Some(path) = args.json {
+        std::fs::write(&path, serde_json::to_vec_pretty(&findings)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(if findings.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn audit_relay(args: AuditRelayArgs) -> anyhow::Result<ExitCode> {
+    let settings = load(&args.config)?;
+    let url = args
+        .redis_url
+        .clone()
+        .unwrap_or_else(|| settings.store.redis_url.0.clone());
+    let attempts = relay_audit::read_attempts(&args.deliveries)?;
+    let findings = relay_audit::audit(&settings, &url, &attempts).await?;
     findings.print();
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_vec_pretty(&findings)?)

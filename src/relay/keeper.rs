@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::job::Job;
-use super::worker::{take, until_stopped, Lane, Shared};
+use super::worker::{claim, start as launch, until_stopped, Lane, Shared};
 use crate::store::{is_missing_group, StoreError, StreamEntry};
 use crate::util::error_chain;
 
@@ -129,12 +129,15 @@ async fn start(
             .iter()
             .find(|(id, _)| *id == entry.id)
             .map_or(1, |(_, n)| *n);
+        // Never waited for: the keeper must go on refreshing what this relay holds.
         let Ok(slot) = Arc::clone(&shared.slots).try_acquire_owned() else {
-            // Held by us but not worked on: it goes idle and is taken over again.
+            // Ours but not worked on: it goes idle and is taken over again.
             continue;
         };
-        let attempt = u32::try_from(attempt).unwrap_or(u32::MAX).max(1);
-        take(shared, lane, entry, attempt, slot, jobs).await;
+        if claim(shared, lane, &entry).await {
+            let attempt = u32::try_from(attempt).unwrap_or(u32::MAX).max(1);
+            launch(shared, lane, entry, attempt, slot, jobs).await;
+        }
     }
     Ok(())
 }

@@ -39,7 +39,9 @@ pub(super) struct Shared {
     pub claim_idle: Duration,
     /// Attempts in flight (`concurrency`).
     pub concurrency: Semaphore,
-    /// Entries held (in flight or waiting out a backoff), a multiple of `concurrency`.
+    /// Entries held (in flight or waiting out a backoff), a multiple of `concurrency`. A reader
+    /// takes a place per entry only once its read returns, so it may briefly hold up to a batch
+    /// more per lane (held, and kept fresh, while they wait).
     pub slots: Arc<Semaphore>,
     pub stopped: watch::Receiver<bool>,
 }
@@ -186,7 +188,7 @@ async fn create_group(shared: &Shared, lane: &Lane, start: RouteStart) -> Result
     Ok(())
 }
 
-/// The lane's reader: new entries, as many as there are free slots.
+/// The lane's reader: new entries, about as many as there are free slots.
 async fn read(shared: Arc<Shared>, lane: Arc<Lane>, jobs: mpsc::Sender<Job>) {
     let mut stopped = shared.stopped.clone();
     let mut pause = Outage::default();
@@ -204,19 +206,21 @@ async fn read(shared: Arc<Shared>, lane: Arc<Lane>, jobs: mpsc::Sender<Job>) {
         }
     };
     loop {
-        let first = tokio::select! {
-            slot = Arc::clone(&shared.slots).acquire_owned() => match slot { Ok(s) => s, Err(_) => return },
+        // Room for at least one more entry sizes the read, but no place is kept while the read
+        // blocks: a reader blocked on a quiet stream (the replay stream, mostly) would otherwise
+        // keep its places from the route's other lanes and from takeover for the whole block.
+        let count = tokio::select! {
+            room = shared.slots.acquire() => match room {
+                Ok(room) => {
+                    drop(room);
+                    shared.slots.available_permits().clamp(1, BATCH)
+                }
+                Err(_) => return,
+            },
             () = until_stopped(&mut stopped) => return,
         };
-        let mut slots = vec![first];
-        while slots.len() < BATCH {
-            match Arc::clone(&shared.slots).try_acquire_owned() {
-                Ok(slot) => slots.push(slot),
-                Err(_) => break,
-            }
-        }
         let (route, consumer) = (&shared.route, &shared.consumer);
-        let read = reader.read_group(&lane.stream, &route.group, consumer, slots.len(), BLOCK);
+        let read = reader.read_group(&lane.stream, &route.group, consumer, count, BLOCK);
         let read = tokio::select! {
             read = read => read,
             () = until_stopped(&mut stopped) => return,
@@ -224,8 +228,21 @@ async fn read(shared: Arc<Shared>, lane: Arc<Lane>, jobs: mpsc::Sender<Job>) {
         match read {
             Ok(entries) => {
                 pause.clear(&lane);
-                for (entry, slot) in entries.into_iter().zip(slots) {
-                    take(&shared, &lane, entry, 1, slot, &jobs).await;
+                for entry in entries {
+                    if !claim(&shared, &lane, &entry).await {
+                        continue;
+                    }
+                    // Held already, so the keeper keeps it fresh while it waits for a place
+                    // (other lanes may have filled them since the read was sized).
+                    let slot = tokio::select! {
+                        slot = Arc::clone(&shared.slots).acquire_owned() => slot.ok(),
+                        () = until_stopped(&mut stopped) => None,
+                    };
+                    let Some(slot) = slot else {
+                        lane.release(&entry.id);
+                        return;
+                    };
+                    start(&shared, &lane, entry, 1, slot, &jobs).await;
                 }
             }
             Err(error) if is_missing_group(&error) => {
@@ -239,15 +256,10 @@ async fn read(shared: Arc<Shared>, lane: Arc<Lane>, jobs: mpsc::Sender<Job>) {
     }
 }
 
-/// Hands an entry to a job, or acknowledges it for this route when its type does not match.
-pub(super) async fn take(
-    shared: &Arc<Shared>,
-    lane: &Arc<Lane>,
-    entry: StreamEntry,
-    attempt: u32,
-    slot: OwnedSemaphorePermit,
-    jobs: &mpsc::Sender<Job>,
-) {
+/// Whether this relay is to work on `entry`: false when its type does not match (then it is
+/// acknowledged for this route) or when it is held already (a takeover of an entry we still
+/// work on). True marks it held.
+pub(super) async fn claim(shared: &Shared, lane: &Lane, entry: &StreamEntry) -> bool {
     if !shared.route.matches(&entry.text("event_type")) {
         let (s, group) = (&shared.scripts, &shared.route.group);
         match s
@@ -260,11 +272,20 @@ pub(super) async fn take(
                 tracing::warn!(message = "Cannot acknowledge a skipped entry.", stream = %lane.stream, error = %error_chain(&error))
             }
         }
-        return;
+        return false;
     }
-    if !lane.hold(&entry.id) {
-        return;
-    }
+    lane.hold(&entry.id)
+}
+
+/// Hands a held entry to a job.
+pub(super) async fn start(
+    shared: &Arc<Shared>,
+    lane: &Arc<Lane>,
+    entry: StreamEntry,
+    attempt: u32,
+    slot: OwnedSemaphorePermit,
+    jobs: &mpsc::Sender<Job>,
+) {
     let job = Job {
         shared: Arc::clone(shared),
         lane: Arc::clone(lane),

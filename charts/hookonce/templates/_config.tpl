@@ -1,5 +1,5 @@
 {{/*
-The daemon's TOML configuration, rendered from .Values.config, .Values.sources and .Values.proxies. Its checksum
+The daemon's TOML configuration, rendered from .Values.config, .Values.sources, .Values.relay and .Values.proxies. Its checksum
 is a pod annotation, so any change here rolls the pods.
 */}}
 {{- define "hookonce.toml" -}}
@@ -26,6 +26,21 @@ shutdown_timeout = {{ printf "%ds" (int .Values.config.shutdownTimeoutSeconds) |
 
 [sources.{{ $name }}]
 {{- include "hookonce.tomlTable" $source }}
+{{- end }}
+{{- if .Values.relay.enabled }}
+
+[relay]
+{{- /* With a relay Deployment of its own, the webhook pods run none (`hookonce relay` ignores this). */}}
+enabled = {{ not .Values.relay.deployment.enabled }}
+{{- include "hookonce.tomlTable" (omit .Values.relay "enabled" "routes" "deployment") }}
+{{- range $name, $route := .Values.relay.routes }}
+
+[relay.routes.{{ $name }}]
+{{- include "hookonce.tomlTable" (omit $route "headers") }}
+{{- with $route.headers }}
+headers = { {{- range $i, $header := keys . | sortAlpha }}{{ if $i }},{{ end }} {{ toJson $header }} = {{ toJson (get $route.headers $header) }}{{ end }} }
+{{- end }}
+{{- end }}
 {{- end }}
 {{- range $name, $proxy := .Values.proxies }}
 

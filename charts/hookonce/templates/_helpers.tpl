@@ -60,7 +60,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
-Every NAME of an "env:NAME" secret reference, sorted and unique, one per line.
+Every NAME of an "env:NAME" secret reference (the sources' secrets, the relay routes' header
+values and signing secrets), sorted and unique, one per line.
 */}}
 {{- define "hookonce.secretEnvNames" -}}
 {{- $names := list }}
@@ -68,6 +69,15 @@ Every NAME of an "env:NAME" secret reference, sorted and unique, one per line.
 {{- range $secret := ($settings.secrets | default list) }}
 {{- if hasPrefix "env:" $secret }}
 {{- $names = append $names (trimPrefix "env:" $secret) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if .Values.relay.enabled }}
+{{- range $route, $settings := .Values.relay.routes }}
+{{- range $secret := append (values ($settings.headers | default dict)) ($settings.signing_secret | default "") }}
+{{- if hasPrefix "env:" $secret }}
+{{- $names = append $names (trimPrefix "env:" $secret) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -139,13 +149,24 @@ lists of scalars are written with toJson: JSON strings, numbers, booleans and ar
 {{- if and (eq .Values.config.store.backend "redis") (eq $topology "standalone") (not .Values.redis.enabled) (not .Values.config.store.redis_url) (not .Values.secrets.redisUrlKey) }}
 {{- fail "hookonce: set config.store.redis_url, or secrets.redisUrlKey, or (dev only) redis.enabled=true" }}
 {{- end }}
+{{- if .Values.relay.enabled }}
+{{- if not .Values.relay.routes }}
+{{- fail "hookonce: relay.enabled needs at least one route under relay.routes" }}
+{{- end }}
+{{- if ne .Values.config.store.backend "redis" }}
+{{- fail "hookonce: the relay needs config.store.backend=redis (it reads the Redis Streams)" }}
+{{- end }}
+{{- end }}
+{{- if and .Values.relay.deployment.enabled (not .Values.relay.enabled) }}
+{{- fail "hookonce: relay.deployment.enabled needs relay.enabled" }}
+{{- end }}
 {{- if and .Values.secrets.existingSecret .Values.secrets.data }}
 {{- fail "hookonce: secrets.existingSecret and secrets.data are exclusive" }}
 {{- end }}
 {{- if not .Values.secrets.existingSecret }}
 {{- range $name := splitList "\n" (include "hookonce.secretEnvNames" .) }}
 {{- if and $name (not (hasKey $.Values.secrets.data $name)) }}
-{{- fail (printf "hookonce: a source references env:%s but secrets.data has no key %s (or set secrets.existingSecret)" $name $name) }}
+{{- fail (printf "hookonce: a source or relay route references env:%s but secrets.data has no key %s (or set secrets.existingSecret)" $name $name) }}
 {{- end }}
 {{- end }}
 {{- if and .Values.secrets.redisUrlKey (not (hasKey .Values.secrets.data .Values.secrets.redisUrlKey)) }}
@@ -169,4 +190,43 @@ keeps names short enough for the 15-character limit of a port name).
 {{- define "hookonce.redisSelectorLabels" -}}
 app.kubernetes.io/name: {{ include "hookonce.name" . }}-redis
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+The environment of the daemon's containers (webhook pods and relay pods): the log filter, every
+"env:NAME" secret from the Secret, the Redis URL from the Secret, and extraEnv.
+*/}}
+{{- define "hookonce.env" -}}
+{{- $secretName := include "hookonce.secretName" . }}
+- name: RUST_LOG
+  value: {{ .Values.config.logLevel | quote }}
+{{- range $name := splitList "\n" (include "hookonce.secretEnvNames" .) }}
+{{- if $name }}
+- name: {{ $name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secretName }}
+      key: {{ $name }}
+{{- end }}
+{{- end }}
+{{- with .Values.secrets.redisUrlKey }}
+- name: HOOKONCE__STORE__REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secretName }}
+      key: {{ . }}
+{{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The relay Deployment's pods have an app name of their own, so the webhook Service never selects them. */}}
+{{- define "hookonce.relaySelectorLabels" -}}
+app.kubernetes.io/name: {{ include "hookonce.name" . }}-relay
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "hookonce.relayFullname" -}}
+{{- printf "%s-relay" (include "hookonce.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}

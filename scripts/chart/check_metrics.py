@@ -4,8 +4,9 @@
 Starts `hookonce serve` on free loopback ports, waits until /metrics answers, sends one signed
 webhook twice (forwarded, then duplicate) and one POST with an Idempotency-Key twice through the
 config's proxy `demo` (executed, then replayed; its upstream is a tiny HTTP server in this script)
-so per-source, per-proxy and per-operation series exist, scrapes /metrics, stops the daemon by its
-PID, and compares metric names. A queried histogram must be
+so per-source, per-proxy and per-operation series exist, scrapes /metrics (with a relay route `demo`
+in the config, once the relay has delivered the webhook to that upstream too), stops the daemon by
+its PID, and compares metric names. A queried histogram must be
 queried through its exported series (`_bucket`, `_sum`, `_count`), as PromQL sees them.
 
 Some series only exist with the Redis store (store and stream metrics), so with --redis-config and
@@ -170,6 +171,10 @@ def scrape_live_daemon(binary, config, extra_env=None):
     env["HOOKONCE__SERVER__METRICS_LISTEN"] = f"127.0.0.1:{metrics_port}"
     env["HOOKONCE__PROXIES__DEMO__LISTEN"] = f"127.0.0.1:{proxy_port}"
     env["HOOKONCE__PROXIES__DEMO__UPSTREAM"] = f"http://127.0.0.1:{upstream.server_address[1]}"
+    with open(config) as f:
+        relays = "[relay.routes.demo]" in f.read()
+    if relays:
+        env["HOOKONCE__RELAY__ROUTES__DEMO__URL"] = f"http://127.0.0.1:{upstream.server_address[1]}/relay"
     env.setdefault("RUST_LOG", "warn")
     metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     log = tempfile.TemporaryFile()
@@ -212,10 +217,26 @@ def scrape_live_daemon(binary, config, extra_env=None):
         if first != 201 or second != 201:
             sys.exit(f"FAIL: expected 201 (executed) then 201 (replayed), got {first} and {second}")
         _, text = http_get(metrics_url)
+        if relays:
+            text = wait_for_relay_delivery(metrics_url, text)
         return text
     finally:
         stop(daemon)
         upstream.shutdown()
+
+
+def wait_for_relay_delivery(metrics_url, text):
+    """Scrapes until the relay's route `demo` has delivered the webhook (its end-to-end histogram
+    counts one), so its delivery series are exported; returns that scrape."""
+    delivered = re.compile(r'^hookonce_relay_end_to_end_seconds_count\{[^}]*route="demo"[^}]*\} [1-9]', re.M)
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while not delivered.search(text):
+        if time.monotonic() > deadline:
+            sys.exit(f"FAIL: the relay did not deliver the webhook within {STARTUP_SECONDS}s")
+        time.sleep(0.1)  # poll interval, not a wait for an outcome
+        _, text = http_get(metrics_url)
+    print("the relay delivered the webhook to route demo")
+    return text
 
 
 def exported_names(text):

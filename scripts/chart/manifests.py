@@ -5,7 +5,7 @@
                                       (CRD kinds are left out) and fails unless every KIND is there
   manifests.py rules OUT.yaml         writes the PrometheusRule's spec as a plain Prometheus rules file
   manifests.py toml OUT.toml          writes the daemon's TOML from the chart's ConfigMap
-  manifests.py secret-env             prints NAME for each env var the Deployment reads from a Secret
+  manifests.py secret-env             prints NAME for each env var the Deployments (webhook, relay) read from a Secret
 """
 
 import sys
@@ -30,6 +30,10 @@ def is_hookonce(doc):
     return doc["metadata"]["labels"].get("app.kubernetes.io/name") == "hookonce"
 
 
+def is_relay(doc):
+    return doc["metadata"]["labels"].get("app.kubernetes.io/component") == "relay"
+
+
 def main():
     command, args = sys.argv[1], sys.argv[2:]
     docs = documents()
@@ -51,11 +55,16 @@ def main():
         with open(args[0], "w") as f:
             f.write(config["data"]["hookonce.toml"])
     elif command == "secret-env":
-        deployment = the_one(docs, "Deployment", is_hookonce)
-        for container in deployment["spec"]["template"]["spec"]["containers"]:
-            for env in container.get("env", []):
-                if "secretKeyRef" in env.get("valueFrom", {}):
-                    print(env["name"])
+        # The webhook Deployment, and the relay's when it has one of its own.
+        the_one(docs, "Deployment", lambda doc: is_hookonce(doc) and not is_relay(doc))
+        names = set()
+        for deployment in (doc for doc in docs if doc.get("kind") == "Deployment" and is_hookonce(doc)):
+            for container in deployment["spec"]["template"]["spec"]["containers"]:
+                for env in container.get("env", []):
+                    if "secretKeyRef" in env.get("valueFrom", {}):
+                        names.add(env["name"])
+        for name in sorted(names):
+            print(name)
     else:
         sys.exit(__doc__)
 

@@ -228,21 +228,8 @@ async fn read(shared: Arc<Shared>, lane: Arc<Lane>, jobs: mpsc::Sender<Job>) {
         match read {
             Ok(entries) => {
                 pause.clear(&lane);
-                for entry in entries {
-                    if !claim(&shared, &lane, &entry).await {
-                        continue;
-                    }
-                    // Held already, so the keeper keeps it fresh while it waits for a place
-                    // (other lanes may have filled them since the read was sized).
-                    let slot = tokio::select! {
-                        slot = Arc::clone(&shared.slots).acquire_owned() => slot.ok(),
-                        () = until_stopped(&mut stopped) => None,
-                    };
-                    let Some(slot) = slot else {
-                        lane.release(&entry.id);
-                        return;
-                    };
-                    start(&shared, &lane, entry, 1, slot, &jobs).await;
+                if !hand_over(&shared, &lane, entries, &jobs).await {
+                    return;
                 }
             }
             Err(error) if is_missing_group(&error) => {
@@ -254,6 +241,34 @@ async fn read(shared: Arc<Shared>, lane: Arc<Lane>, jobs: mpsc::Sender<Job>) {
             Err(error) => pause.wait(&shared, &lane, &error).await,
         }
     }
+}
+
+/// Starts a job for each entry just read, waiting for a place for each; false once the relay
+/// stops (the entries not started stay pending, for this relay's successor).
+async fn hand_over(
+    shared: &Arc<Shared>,
+    lane: &Arc<Lane>,
+    entries: Vec<StreamEntry>,
+    jobs: &mpsc::Sender<Job>,
+) -> bool {
+    let mut stopped = shared.stopped.clone();
+    for entry in entries {
+        if !claim(shared, lane, &entry).await {
+            continue;
+        }
+        // Held already, so the keeper keeps it fresh while it waits for a place (other lanes
+        // may have filled them since the read was sized).
+        let slot = tokio::select! {
+            slot = Arc::clone(&shared.slots).acquire_owned() => slot.ok(),
+            () = until_stopped(&mut stopped) => None,
+        };
+        let Some(slot) = slot else {
+            lane.release(&entry.id);
+            return false;
+        };
+        start(shared, lane, entry, 1, slot, jobs).await;
+    }
+    true
 }
 
 /// Whether this relay is to work on `entry`: false when its type does not match (then it is

@@ -108,14 +108,14 @@ async fn a_partitioned_body_dedup_source_catches_a_replay_under_a_new_id() {
         lengths.iter().filter(|&&n| n > 0).count() > 1,
         "{lengths:?}"
     );
-    for k in 0..4 {
+    for (k, &length) in lengths.iter().enumerate() {
         let records = keys(&t, &format!("hookonce:{{gh.{k}}}:d:*"));
         let bodies = keys(&t, &format!("hookonce:{{gh.{k}}}:b:*"));
         assert_eq!(
             records, bodies,
             "partition {k}: records and body records together"
         );
-        assert_eq!(records as u64, lengths[k], "partition {k}");
+        assert_eq!(records as u64, length, "partition {k}");
     }
 }
 

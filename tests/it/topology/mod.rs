@@ -7,6 +7,7 @@
 
 mod cluster;
 mod cluster_faults;
+mod partitions;
 mod sentinel;
 
 use std::collections::BTreeMap;

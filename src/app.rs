@@ -50,6 +50,8 @@ pub enum StartError {
     Forward(#[from] forward::BuildError),
     #[error(transparent)]
     Relay(#[from] RelayError),
+    #[error(transparent)]
+    Partitions(#[from] webhooks::partitions::PartitionsError),
 }
 
 /// Checks what the configuration loader cannot: the keys of each part, built as it would be.
@@ -64,6 +66,9 @@ impl App {
         validate(&settings)?;
         let metrics = Metrics::new();
         let redis = store::connect(&settings.store).await?;
+        if let Some(store) = &redis {
+            webhooks::partitions::check(&settings, store).await?;
+        }
         let ledger =
             ledger::build(redis.as_ref(), settings.store.memory_max_records, &metrics).await?;
         let forwarder =
@@ -167,7 +172,7 @@ impl App {
         ready
     }
 
-    /// Samples `hookonce_stream_length` for every source's stream until the app is dropped.
+    /// Samples `hookonce_stream_length` for every source's stream (each partition's) until the app is dropped.
     /// Sampled rather than measured per request: `XLEN` is cheap, but not free at 10k req/s.
     fn spawn_stream_sampler(self: &Arc<Self>) {
         let (Some(store), SinkKind::RedisStream) = (self.redis.clone(), self.settings.sink.kind)
@@ -181,11 +186,10 @@ impl App {
             .sources
             .keys()
             .filter_map(|name| self.ingest.target(name))
-            .map(|target| {
-                (
-                    target.stream.clone(),
-                    self.metrics.stream_length(&target.stream),
-                )
+            .flat_map(|target| target.streams())
+            .map(|stream| {
+                let gauge = self.metrics.stream_length(&stream);
+                (stream, gauge)
             })
             .collect();
         tokio::spawn(async move {

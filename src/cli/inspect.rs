@@ -2,6 +2,9 @@
 //! source's event (`inspect SOURCE EVENT_ID`) or a proxy's idempotency key
 //! (`inspect --proxy NAME --method POST --path /v1/orders [--principal 'Authorization=…']… KEY`).
 //!
+//! An event of a partitioned source is looked up in its partition (by its ID), or, where the
+//! payload picks the partition (`body_dedup`), in each partition in turn.
+//!
 //! A proxy key's record is found by deriving it exactly as the proxy does; the principal's
 //! header values are hashed into it and never printed.
 
@@ -10,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use hookonce::config::{Settings, StoreBackend};
-use hookonce::forward::Target;
+use hookonce::forward::Partition;
 use hookonce::proxy::{self, response::StoredResponse};
 use hookonce::store::{Record, RedisStore};
 use hookonce::webhooks;
@@ -39,9 +42,10 @@ pub(crate) struct Lookup {
     principals: Vec<String>,
 }
 
-/// Whose record a key is, which decides how it is printed.
+/// Whose record a key is, which decides how it is printed: an event's carries the partition
+/// whose stream and body records go with it.
 enum Kind {
-    Event { target: Box<Target> },
+    Event { partition: Box<Partition> },
     Proxy,
 }
 
@@ -49,37 +53,39 @@ pub(crate) fn run(settings: &Settings, lookup: &Lookup, forget: bool) -> anyhow:
     if settings.store.backend != StoreBackend::Redis {
         bail!("the memory store keeps its records inside the running daemon; inspect and forget need store.backend = \"redis\"");
     }
-    let (key, kind) = locate(settings, lookup)?;
+    let candidates = locate(settings, lookup)?;
     runtime()?.block_on(async {
         let store = RedisStore::connect(&settings.store).await?;
+        let keys: Vec<String> = candidates.iter().map(|(key, _)| key.clone()).collect();
+        let Some((key, kind, record, ttl_ms)) = find(&store, candidates).await? else {
+            let keys = keys.join(", ");
+            let tail = if forget {
+                ""
+            } else {
+                ": not seen within its window"
+            };
+            println!("no record at {keys}{tail}");
+            return Ok(ExitCode::from(1));
+        };
         if forget {
             // With body_dedup the event's payload has a record of its own; it goes too, or the
             // next delivery would be a duplicate of the forgotten one.
-            let record = store.get_record(&key).await?;
-            let body_key = match (&kind, &record) {
-                (Kind::Event { target }, Some((record, _))) => Record::parse(record)
-                    .and_then(|record| target.body_key_of_record(record.fingerprint())),
-                _ => None,
+            let body_key = match &kind {
+                Kind::Event { partition } => Record::parse(&record)
+                    .and_then(|record| partition.body_key_of_record(record.fingerprint())),
+                Kind::Proxy => None,
             };
             if let Some(body_key) = body_key {
                 store.delete_record(&body_key).await?;
             }
-            return Ok(if store.delete_record(&key).await? {
-                println!("forgot {key}: the next delivery or request with this key runs again");
-                ExitCode::SUCCESS
-            } else {
-                println!("no record at {key}");
-                ExitCode::from(1)
-            });
+            store.delete_record(&key).await?;
+            println!("forgot {key}: the next delivery or request with this key runs again");
+            return Ok(ExitCode::SUCCESS);
         }
-        let Some((record, ttl_ms)) = store.get_record(&key).await? else {
-            println!("no record at {key}: not seen within its window");
-            return Ok(ExitCode::from(1));
-        };
         println!("key:         {key}");
         match kind {
             _ if show_processing(&record) => {}
-            Kind::Event { target } => show_event_record(&record, &target.stream),
+            Kind::Event { partition } => show_event_record(&record, &partition.stream),
             Kind::Proxy => show_proxy_record(&record),
         }
         let ttl = Duration::from_millis(ttl_ms.max(0) as u64);
@@ -88,8 +94,22 @@ pub(crate) fn run(settings: &Settings, lookup: &Lookup, forget: bool) -> anyhow:
     })
 }
 
-/// The store key the arguments name.
-fn locate(settings: &Settings, lookup: &Lookup) -> anyhow::Result<(String, Kind)> {
+/// The first candidate key that holds a record, with the record and its time to live.
+async fn find(
+    store: &RedisStore,
+    candidates: Vec<(String, Kind)>,
+) -> anyhow::Result<Option<(String, Kind, String, i64)>> {
+    for (key, kind) in candidates {
+        if let Some((record, ttl_ms)) = store.get_record(&key).await? {
+            return Ok(Some((key, kind, record, ttl_ms)));
+        }
+    }
+    Ok(None)
+}
+
+/// The store keys that may hold the record the arguments name: one, or for a partitioned
+/// source whose payload picks the partition (`body_dedup`), one per partition.
+fn locate(settings: &Settings, lookup: &Lookup) -> anyhow::Result<Vec<(String, Kind)>> {
     match (&lookup.proxy, lookup.args.as_slice()) {
         (Some(name), [idempotency_key]) => {
             let Some(path) = &lookup.path else {
@@ -99,14 +119,21 @@ fn locate(settings: &Settings, lookup: &Lookup) -> anyhow::Result<(String, Kind)
             let principal = principal(&lookup.principals)?;
             let key =
                 proxy::record_key_of(settings, name, &principal, &method, path, idempotency_key)?;
-            Ok((key, Kind::Proxy))
+            Ok(vec![(key, Kind::Proxy)])
         }
         (Some(_), _) => bail!("with --proxy, give the Idempotency-Key only"),
         (None, [source, event_id]) => {
             let (_, target) = webhooks::source(settings, source)?;
-            let key = target.record_key(event_id);
-            let target = Box::new(target);
-            Ok((key, Kind::Event { target }))
+            let candidates = target
+                .partitions_for_id(event_id)
+                .into_iter()
+                .map(|partition| {
+                    let key = partition.record_key(event_id);
+                    let partition = Box::new(partition.clone());
+                    (key, Kind::Event { partition })
+                })
+                .collect();
+            Ok(candidates)
         }
         (None, _) => bail!("give SOURCE EVENT_ID, or --proxy NAME --path PATH KEY"),
     }

@@ -212,26 +212,22 @@ impl Settings {
     fn validate_relay(&self) -> Result<(), ConfigError> {
         self.relay.validate()?;
         let wanted = self.relay.enabled || !self.relay.routes.is_empty();
-        if wanted && self.store.backend == StoreBackend::Memory {
-            let key = if self.relay.enabled {
-                "relay.enabled"
-            } else {
-                "relay.routes"
-            };
+        let key = if self.relay.enabled {
+            "relay.enabled"
+        } else {
+            "relay.routes"
+        };
+        let missing = if self.store.backend == StoreBackend::Memory {
+            Some("store.backend = \"redis\"")
+        } else if self.sink.kind != SinkKind::RedisStream {
+            Some("sink.kind = \"redis_stream\"")
+        } else {
+            None
+        };
+        if let (true, Some(missing)) = (wanted, missing) {
             return Err(ConfigError::invalid(
                 key,
-                "the relay needs store.backend = \"redis\" (it reads the Redis Streams)",
-            ));
-        }
-        if wanted && self.sink.kind != SinkKind::RedisStream {
-            let key = if self.relay.enabled {
-                "relay.enabled"
-            } else {
-                "relay.routes"
-            };
-            return Err(ConfigError::invalid(
-                key,
-                "the relay needs sink.kind = \"redis_stream\" (it reads the Redis Streams)",
+                format!("the relay needs {missing} (it reads the Redis Streams)"),
             ));
         }
         for (name, route) in &self.relay.routes {

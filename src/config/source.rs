@@ -31,6 +31,14 @@ pub struct SourceSettings {
     /// default when absent: on where the ID is unsigned).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_dedup: Option<bool>,
+    /// How many partitions (hash tags, and so cluster slots) the source's records and streams
+    /// are spread over (1 when absent: the source's own tag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<u32>,
+    /// For one start: accept a `partitions` that differs from the one recorded in Redis, and
+    /// record the new one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repartition: Option<bool>,
     /// Adyen: the most items one notification batch may carry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_batch_items: Option<u32>,
@@ -89,9 +97,40 @@ impl SourceSettings {
         if let Some(stream) = &self.stream {
             check_stream(name, stream)?;
         }
+        self.check_partitions(name)
+    }
+
+    /// The configured partition count (1 when absent).
+    pub fn partition_count(&self) -> u32 {
+        self.partitions.unwrap_or(1)
+    }
+
+    fn check_partitions(&self, name: &str) -> Result<(), ConfigError> {
+        let n = self.partition_count();
+        if !(1..=MAX_PARTITIONS).contains(&n) {
+            return Err(ConfigError::invalid(
+                format!("sources.{name}.partitions"),
+                format!("must be from 1 to {MAX_PARTITIONS}, got {n}"),
+            ));
+        }
+        // Each partition has a stream of its own under its own hash tag; one custom name
+        // cannot be N streams in N slots.
+        if n > 1 && self.stream.is_some() {
+            return Err(ConfigError::invalid(
+                format!("sources.{name}.stream"),
+                format!(
+                    "cannot be set with partitions = {n}: partition k has its own stream \
+                     <prefix>:{{{name}.k}}:events"
+                ),
+            ));
+        }
         Ok(())
     }
 }
+
+/// The most partitions one source may have: a cluster has 16384 slots, and every partition
+/// costs a stream to read and sample, so far fewer are useful; 1024 bounds a typo.
+pub const MAX_PARTITIONS: u32 = 1024;
 
 /// A custom stream must carry the source's hash tag `{NAME}` as its first tag, as Redis Cluster
 /// reads it (the text between the first `{` and the next `}`, when not empty): the atomic script

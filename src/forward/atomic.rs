@@ -133,11 +133,15 @@ impl RedisForwarder {
             return Ok(plan.rejected());
         }
         let target = first.delivery.target;
-        let per_event = if target.body_prefix.is_some() { 2 } else { 1 };
+        let Some(partition) = plan.partition() else {
+            let spread = "the events of one request span partitions".to_owned();
+            return Err(StoreError::Protocol(spread).into());
+        };
+        let per_event = if target.body_dedup() { 2 } else { 1 };
         let mut call = self
             .store
             .script(&self.script, 1 + per_event * plan.unique.len());
-        call.arg(&target.stream);
+        call.arg(&target.partitions()[partition].stream);
         for planned in &plan.unique {
             call.arg(&planned.key);
             if let Some(body_key) = &planned.body_key {

@@ -22,6 +22,8 @@ pub struct Planned<'a> {
     pub fingerprint: String,
     /// The body record's key, for a source with `body_dedup`.
     pub body_key: Option<String>,
+    /// The event's partition of its source (0 when unpartitioned): whose stream it goes to.
+    pub partition: usize,
 }
 
 /// Where the answer for one event of the request comes from.
@@ -50,7 +52,11 @@ impl<'a> Plan<'a> {
         let mut seen: HashMap<String, usize> = HashMap::new();
         for delivery in deliveries {
             let digest = Fingerprint::of(delivery.event.fingerprint_input());
-            let body_key = delivery.target.body_key(&digest);
+            let target = delivery.target;
+            let event_id = delivery.event.event_id();
+            let partition = target.partition_index(event_id, &digest);
+            let keys = &target.partitions()[partition];
+            let body_key = keys.body_key(&digest);
             // With body_dedup the record carries the whole digest, so that `hookonce forget`
             // can find the body record from the event's record.
             let fingerprint = match body_key {
@@ -59,9 +65,10 @@ impl<'a> Plan<'a> {
             };
             let planned = Planned {
                 delivery,
-                key: delivery.target.record_key(delivery.event.event_id()),
+                key: keys.record_key(event_id),
                 fingerprint,
                 body_key,
+                partition,
             };
             let earlier = seen.get(&planned.key).or_else(|| {
                 planned
@@ -86,6 +93,17 @@ impl<'a> Plan<'a> {
             slots.push(slot);
         }
         Self { unique, slots }
+    }
+
+    /// The one partition all of the request's events belong to, or `None` when they span
+    /// several: one script call must stay in one Redis Cluster slot, so a request cannot be
+    /// written across partitions (configuration refuses `partitions > 1` for batch providers).
+    pub fn partition(&self) -> Option<usize> {
+        let first = self.unique.first().map_or(0, |p| p.partition);
+        self.unique
+            .iter()
+            .all(|p| p.partition == first)
+            .then_some(first)
     }
 
     /// The same event ID came twice with different payloads: the request is a mismatch and

@@ -13,7 +13,10 @@
 
 pub mod atomic;
 pub mod batch;
+pub mod target;
 pub mod two_phase;
+
+pub use target::{Partition, Target};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -26,73 +29,6 @@ use crate::metrics::Metrics;
 use crate::sinks::SinkError;
 use crate::store::{Fingerprint, RedisStartError, RedisStore, StoreError};
 use crate::util::BoxFuture;
-
-/// Where one source's events go and how long they are remembered. Built once per source.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub source: String,
-    pub provider: &'static str,
-    /// Key prefix of dedup records: `<prefix>:{<source>}:d:` (the event ID follows verbatim).
-    pub record_prefix: String,
-    /// Redis Stream key: `<prefix>:{<source>}:events` unless overridden.
-    pub stream: String,
-    pub dedup_ttl: Duration,
-    /// Key prefix of body records, `<prefix>:{<source>}:b:`, when the source has `body_dedup`.
-    pub body_prefix: Option<String>,
-}
-
-impl Target {
-    pub fn new(
-        key_prefix: &str,
-        source: &str,
-        provider: &'static str,
-        stream: Option<&str>,
-        dedup_ttl: Duration,
-    ) -> Self {
-        Self {
-            source: source.to_owned(),
-            provider,
-            record_prefix: format!("{key_prefix}:{{{source}}}:d:"),
-            stream: stream
-                .map(str::to_owned)
-                .unwrap_or_else(|| format!("{key_prefix}:{{{source}}}:events")),
-            dedup_ttl,
-            body_prefix: None,
-        }
-    }
-
-    /// Also deduplicates on the payload (`sources.NAME.body_dedup`): for schemes whose event ID
-    /// is not signed, so that a captured body replayed under a fresh ID is a duplicate.
-    pub fn with_body_dedup(mut self, on: bool) -> Self {
-        self.body_prefix = on.then(|| {
-            let source = self.record_prefix.trim_end_matches("d:");
-            format!("{source}b:")
-        });
-        self
-    }
-
-    /// The body record's key named by a stored record's fingerprint (with `body_dedup`, records
-    /// carry the whole digest), for the commands that act on one event's records.
-    pub fn body_key_of_record(&self, fingerprint: &str) -> Option<String> {
-        let prefix = self.body_prefix.as_ref()?;
-        (fingerprint.len() == Fingerprint::BODY_KEY_LEN).then(|| format!("{prefix}{fingerprint}"))
-    }
-
-    /// The body record's key for one payload, when the source deduplicates on payloads.
-    pub fn body_key(&self, fingerprint: &Fingerprint) -> Option<String> {
-        self.body_prefix
-            .as_ref()
-            .map(|prefix| format!("{prefix}{}", fingerprint.body_key()))
-    }
-
-    /// The dedup record's key for one event ID.
-    pub fn record_key(&self, event_id: &str) -> String {
-        let mut key = String::with_capacity(self.record_prefix.len() + event_id.len());
-        key.push_str(&self.record_prefix);
-        key.push_str(event_id);
-        key
-    }
-}
 
 /// Everything a forwarder needs of one event.
 pub struct Delivery<'a> {
@@ -214,23 +150,4 @@ pub enum BuildError {
     Sink(#[from] crate::sinks::SinkStartError),
     #[error("sink.kind = \"redis_stream\" needs store.backend = \"redis\"")]
     NeedsRedis,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_put_the_hash_tag_before_the_event_id() {
-        let target = Target::new("hookonce", "stripe", "stripe", None, Duration::from_secs(1));
-        assert_eq!(target.record_key("evt_{x}"), "hookonce:{stripe}:d:evt_{x}");
-        assert_eq!(target.stream, "hookonce:{stripe}:events");
-        let fingerprint = Fingerprint::of(b"{}");
-        assert_eq!(target.body_key(&fingerprint), None);
-        let body_key = target.with_body_dedup(true).body_key(&fingerprint).unwrap();
-        assert_eq!(
-            body_key,
-            format!("hookonce:{{stripe}}:b:{}", fingerprint.body_key())
-        );
-    }
 }

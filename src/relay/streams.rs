@@ -5,11 +5,11 @@
 
 use crate::config::{ConfigError, Settings};
 
-/// The streams of one source, in the order they are read. One today; a partitioned source
-/// will have one per partition, and only this function changes.
+/// The streams of one source, in the order they are read: one per partition (partition 0
+/// first), so one for an unpartitioned source.
 pub fn of_source(settings: &Settings, source: &str) -> Result<Vec<String>, ConfigError> {
     let (_, target) = crate::webhooks::source(settings, source)?;
-    Ok(vec![target.stream])
+    Ok(target.streams())
 }
 
 /// A route's consumer group, the same on every stream it reads.

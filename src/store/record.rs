@@ -48,6 +48,14 @@ impl Fingerprint {
         text
     }
 
+    /// The first 8 bytes of the digest as a big-endian number: what picks the partition of a
+    /// source with `body_dedup`, so that its event record and its body record meet in one slot.
+    pub fn leading_u64(&self) -> u64 {
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&self.0[..8]);
+        u64::from_be_bytes(first)
+    }
+
     /// The 22 characters that end a body record's key: all 128 bits, in base64url so that the
     /// key needs no quoting in `redis-cli`.
     pub fn body_key(&self) -> String {

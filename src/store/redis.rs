@@ -226,6 +226,31 @@ impl RedisStore {
         with_timeout(self.timeout, call).await
     }
 
+    /// Records a source's partition count at `key` and returns the count recorded before, if
+    /// any: `SET … NX GET` keeps an earlier count (so a changed one can be refused), `SET … GET`
+    /// (`overwrite`, for `repartition`) replaces it. One command, so two daemons starting at
+    /// once agree on which count came first. No expiry: the count outlives every record.
+    pub async fn record_partitions(
+        &self,
+        key: &str,
+        count: u32,
+        overwrite: bool,
+    ) -> Result<Option<String>, StoreError> {
+        let mut connection = self.connection.clone();
+        let call = async move {
+            let mut cmd = redis::cmd("SET");
+            cmd.arg(key).arg(count);
+            if !overwrite {
+                cmd.arg("NX");
+            }
+            Ok(cmd
+                .arg("GET")
+                .query_async::<Option<String>>(&mut connection)
+                .await?)
+        };
+        with_timeout(self.timeout, call).await
+    }
+
     /// The raw dedup record at `key` and its remaining time to live in ms, for `hookonce inspect`.
     pub async fn get_record(&self, key: &str) -> Result<Option<(String, i64)>, StoreError> {
         let mut connection = self.connection.clone();

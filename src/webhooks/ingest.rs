@@ -361,27 +361,24 @@ fn log_request(source: &str, reply: &Reply, status: StatusCode, elapsed: Duratio
     let outcome = reply.outcome.label();
     let status = status.as_u16();
     let detail = reply.detail.as_deref().unwrap_or("");
+    // One line per request, at warn when the provider was not acknowledged (it will retry).
+    macro_rules! log_at {
+        ($level:ident, $message:literal) => {
+            tracing::$level!(
+                message = $message,
+                source,
+                event_id,
+                events = reply.events,
+                outcome,
+                status,
+                latency_ms,
+                detail
+            )
+        };
+    }
     if reply.outcome == Outcome::Unavailable {
-        tracing::warn!(
-            message = "Webhook not acknowledged.",
-            source,
-            event_id,
-            events = reply.events,
-            outcome,
-            status,
-            latency_ms,
-            detail
-        );
+        log_at!(warn, "Webhook not acknowledged.");
     } else {
-        tracing::info!(
-            message = "Webhook handled.",
-            source,
-            event_id,
-            events = reply.events,
-            outcome,
-            status,
-            latency_ms,
-            detail
-        );
+        log_at!(info, "Webhook handled.");
     }
 }

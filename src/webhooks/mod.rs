@@ -8,6 +8,7 @@
 
 pub mod body;
 pub mod ingest;
+pub mod partitions;
 pub mod providers;
 
 use std::collections::HashMap;
@@ -67,6 +68,7 @@ fn target(
         dedup_ttl,
     )
     .with_body_dedup(providers::body_dedup(source))
+    .with_partitions(source.partition_count())
 }
 
 impl Ingest {

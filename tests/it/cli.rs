@@ -115,6 +115,9 @@ fn configuration_error_cases() -> &'static [Case] {
         ("[sources.x]\nprovider = \"github\"\nsecrets = [\"s\"]\nstream = \"hookonce:{demo}:events\"\n", &[], "sources.x.stream"),
         ("[sources.x]\nprovider = \"github\"\nsecrets = [\"s\"]\nstream = \"hookonce:{x}:d:evt\"\n", &[], "sources.x.stream"),
         ("[sources.x]\nprovider = \"github\"\nsecrets = [\"s\"]\nstream = \"hookonce:{x}:b:abc\"\n", &[], "sources.x.stream"),
+        ("[sources.x]\nprovider = \"github\"\nsecrets = [\"s\"]\npartitions = 0\n", &[], "sources.x.partitions"),
+        ("[sources.x]\nprovider = \"github\"\nsecrets = [\"s\"]\npartitions = 2\nstream = \"hookonce:{x}:events\"\n", &[], "sources.x.stream"),
+        ("[sources.x]\nprovider = \"adyen\"\nsecrets = [\"00ff\"]\npartitions = 2\n", &[], "sources.x.partitions"),
         // Ambiguous templates, and secrets that do not decode (the message must not quote them).
         ("[sources.x]\nprovider = \"generic\"\nsecrets = [\"s\"]\nsignature_header = \"X-Sig\"\nalgorithm = \"sha256\"\nencoding = \"hex\"\nid_header = \"X-Id\"\ntimestamp_header = \"X-Ts\"\nsigned_content = \"{id}{timestamp}{body}\"\n", &[], "sources.x.signed_content"),
         ("[sources.x]\nprovider = \"standard\"\nsecrets = [\"whsec_Zq7*\"]\n", &[], "sources.x.secrets[0]: is not \"whsec_\" followed by base64 (it has a non-base64 character at 3)"),

@@ -7,6 +7,7 @@ mod cli;
 mod crash;
 mod hostile_config;
 mod hostile_http;
+mod partitions;
 mod providers;
 mod proxy;
 mod proxy_cli;

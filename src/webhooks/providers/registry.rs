@@ -71,6 +71,7 @@ impl ProviderSpec {
         settings: &SourceSettings,
     ) -> Result<Arc<dyn Provider>, ConfigError> {
         reject_unused_keys(source, settings, self.keys)?;
+        refuse_partitioned_batches(source, settings, self.keys)?;
         (self.build)(source, settings)
     }
 }
@@ -236,12 +237,43 @@ pub fn body_dedup(settings: &SourceSettings) -> bool {
 }
 
 /// Keys of `[sources.NAME]` that every provider understands.
-const COMMON_KEYS: &[&str] = &["provider", "secrets", "dedup_ttl", "stream", "body_dedup"];
+const COMMON_KEYS: &[&str] = &[
+    "provider",
+    "secrets",
+    "dedup_ttl",
+    "stream",
+    "body_dedup",
+    "partitions",
+    "repartition",
+];
 
 /// Rejects any configured provider-specific key that is not in `used`, naming it.
 ///
 /// A key that a provider silently ignores is a misconfiguration waiting to surprise someone (a
 /// `notification_url` on a Stripe source suggests the operator meant another provider).
+/// A provider whose requests carry several events (those that read `max_batch_items`) cannot
+/// be partitioned: a batch's events would fall in different partitions, so in a cluster they
+/// could not be judged and written in one script call, and the batch would stop being
+/// all-or-nothing. Refused here rather than split per partition, which would weaken that promise.
+fn refuse_partitioned_batches(
+    source: &str,
+    settings: &SourceSettings,
+    keys: &[&str],
+) -> Result<(), ConfigError> {
+    if settings.partitions.unwrap_or(1) > 1 && keys.contains(&"max_batch_items") {
+        return Err(ConfigError::invalid(
+            format!("sources.{source}.partitions"),
+            format!(
+                "{} delivers several events in one request, which must be all-or-nothing in one \
+                 Redis script call (one hash tag); a partitioned source would spread them over \
+                 several, so partitions must be 1 for this provider",
+                settings.provider
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn reject_unused_keys(
     source: &str,
     settings: &SourceSettings,

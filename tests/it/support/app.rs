@@ -321,27 +321,31 @@ impl TestApp {
         }
     }
 
-    /// Every field of each entry of a source's Redis Stream, in order (Redis backend only).
+    /// Every field of each entry of a source's Redis Streams, in order (partition 0's first;
+    /// Redis backend only).
     pub fn stream_entries(&self, source: &str) -> Vec<StreamEntry> {
         let redis = self
             .redis
             .as_ref()
             .expect("stream_entries needs the Redis backend");
-        let stream = &self
+        let streams = self
             .app
             .ingest
             .target(source)
             .expect("configured source")
-            .stream;
-        let reply: ::redis::streams::StreamRangeReply = ::redis::cmd("XRANGE")
-            .arg(stream)
-            .arg("-")
-            .arg("+")
-            .query(&mut redis.connection())
-            .unwrap();
-        reply
-            .ids
-            .into_iter()
+            .streams();
+        let mut connection = redis.connection();
+        streams
+            .iter()
+            .flat_map(|stream| {
+                let reply: ::redis::streams::StreamRangeReply = ::redis::cmd("XRANGE")
+                    .arg(stream)
+                    .arg("-")
+                    .arg("+")
+                    .query(&mut connection)
+                    .unwrap();
+                reply.ids
+            })
             .map(|entry| StreamEntry {
                 source: entry.get("source").unwrap(),
                 provider: entry.get("provider").unwrap(),

@@ -7,6 +7,7 @@
 
 mod cluster;
 mod cluster_faults;
+mod partitions;
 mod sentinel;
 
 use std::collections::BTreeMap;
@@ -131,7 +132,7 @@ pub fn stream_ids(connection: &mut impl redis::ConnectionLike, stream: &str) -> 
         .collect()
 }
 
-/// The exactly-once audit of a run: every 2xx event is in its source's stream once, and no
+/// The exactly-once audit of a run: every 2xx event is in its source's streams once, and no
 /// event is there twice. Returns (acknowledged, refused) counts.
 pub fn audit(
     app: &TestApp,
@@ -143,9 +144,10 @@ pub fn audit(
     sources.dedup();
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for source in sources {
-        let stream = &app.app.ingest.target(source).unwrap().stream;
-        for id in stream_ids(connection, stream) {
-            *counts.entry(id).or_default() += 1;
+        for stream in app.app.ingest.target(source).unwrap().streams() {
+            for id in stream_ids(connection, &stream) {
+                *counts.entry(id).or_default() += 1;
+            }
         }
     }
     for (id, count) in &counts {

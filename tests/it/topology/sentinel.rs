@@ -76,7 +76,7 @@ async fn a_sentinel_failover_under_load_recovers_without_a_restart() {
         acknowledged > 0 && refused > 0,
         "{acknowledged} 2xx, {refused} 503"
     );
-    let stream = &app.app.ingest.target("shop").unwrap().stream;
+    let stream = &app.app.ingest.target("shop").unwrap().streams()[0];
     let ids = super::stream_ids(&mut master, stream);
     assert!(
         ids.contains(&"evt_first".to_owned()),

@@ -18,16 +18,19 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use redis::streams::StreamRangeReply;
+use hookonce::config::StoreSettings;
+use hookonce::store::RedisStore;
 use serde::Serialize;
 
 use crate::record::Records;
 
 /// Where the forwarded events are.
 pub enum Queue {
+    /// A source's streams (one per partition), read through the daemon's own store client, so
+    /// a cluster or a Sentinel group is reached as the daemon reaches it.
     Redis {
-        url: String,
-        stream: String,
+        store: Box<StoreSettings>,
+        streams: Vec<String>,
     },
     JetStream {
         url: String,
@@ -89,7 +92,7 @@ impl Findings {
 pub async fn read_queue(queue: &Queue, timeout: Duration) -> Result<HashMap<String, u32>, String> {
     let reading = async {
         match queue {
-            Queue::Redis { url, stream } => read_redis(url, stream).await,
+            Queue::Redis { store, streams } => read_redis(store, streams).await,
             Queue::JetStream {
                 url,
                 stream,
@@ -102,35 +105,48 @@ pub async fn read_queue(queue: &Queue, timeout: Duration) -> Result<HashMap<Stri
         .map_err(|_| format!("reading the queue took longer than {timeout:?}"))?
 }
 
-async fn read_redis(url: &str, stream: &str) -> Result<HashMap<String, u32>, String> {
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
-    let mut connection = client
-        .get_multiplexed_async_connection()
+async fn read_redis(
+    store: &StoreSettings,
+    streams: &[String],
+) -> Result<HashMap<String, u32>, String> {
+    let store = RedisStore::connect(store)
         .await
-        .map_err(|e| format!("cannot connect to Redis: {e}"))?;
+        .map_err(|e| format!("cannot connect to Redis: {}", error_chain(&e)))?;
     let mut counts = HashMap::new();
-    let mut start = "-".to_owned();
-    loop {
-        // Pages of 1000 keep one reply small even with 1.5 KB bodies in every entry.
-        let page: StreamRangeReply = redis::cmd("XRANGE")
-            .arg(stream)
-            .arg(&start)
-            .arg("+")
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(&mut connection)
-            .await
-            .map_err(|e| format!("XRANGE {stream}: {e}"))?;
-        let Some(last) = page.ids.last() else { break };
-        start = format!("({}", last.id);
-        for entry in &page.ids {
-            let id: String = entry
-                .get("event_id")
-                .ok_or_else(|| format!("entry {} has no event_id field", entry.id))?;
-            *counts.entry(id).or_default() += 1;
+    for stream in streams {
+        let mut start = "-".to_owned();
+        loop {
+            // Pages of 1000 keep one reply small even with 1.5 KB bodies in every entry.
+            let page = store
+                .range(stream, &start, "+", 1000)
+                .await
+                .map_err(|e| format!("XRANGE {stream}: {}", error_chain(&e)))?;
+            let Some(last) = page.last() else { break };
+            start = format!("({}", last.id);
+            for entry in &page {
+                if entry.field("event_id").is_none() {
+                    return Err(format!(
+                        "entry {} of {stream} has no event_id field",
+                        entry.id
+                    ));
+                }
+                *counts.entry(entry.text("event_id")).or_default() += 1;
+            }
         }
     }
     Ok(counts)
+}
+
+/// An error and its causes on one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        cause = next.source();
+    }
+    text
 }
 
 async fn read_jetstream(

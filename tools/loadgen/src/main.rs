@@ -55,7 +55,8 @@ struct AuditRelayArgs {
     /// The workers' JSON-lines records of every delivery attempt.
     #[arg(long, required = true, num_args = 1..)]
     deliveries: Vec<PathBuf>,
-    /// Read this Redis instead of the configured one.
+    /// Read this standalone Redis instead of the configured store (whose topology, cluster or
+    /// sentinel, is otherwise followed).
     #[arg(long)]
     redis_url: Option<String>,
     /// Write the findings as JSON here.
@@ -162,7 +163,8 @@ struct AuditArgs {
     /// Record files written by `run --record` (several runs may share one queue).
     #[arg(long, required = true, num_args = 1..)]
     record: Vec<PathBuf>,
-    /// Read this Redis instead of the configured one.
+    /// Read this standalone Redis instead of the configured store (whose topology, cluster or
+    /// sentinel, is otherwise followed).
     #[arg(long)]
     redis_url: Option<String>,
     /// Read this stream key instead of the configured one.
@@ -319,26 +321,7 @@ async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
             stream: s.sink.nats_stream().to_owned(),
             subject: s.sink.subject().replace("{source}", &args.source),
         },
-        _ => {
-            let url = match (&args.redis_url, &settings) {
-                (Some(url), _) => url.clone(),
-                (None, Some(s)) => s.store.redis_url.0.clone(),
-                (None, None) => bail!("give --config FILE or --redis-url"),
-            };
-            let prefix = settings
-                .as_ref()
-                .map_or("hookonce", |s| &s.store.key_prefix);
-            let configured = settings
-                .as_ref()
-                .and_then(|s| s.sources.get(&args.source))
-                .and_then(|s| s.stream.clone());
-            let stream = args
-                .stream
-                .clone()
-                .or(configured)
-                .unwrap_or_else(|| format!("{prefix}:{{{}}}:events", args.source));
-            audit::Queue::Redis { url, stream }
-        }
+        _ => redis_queue(&args, settings.as_ref())?,
     };
     let mut records = record::Records::default();
     for path in &args.record {
@@ -359,6 +342,37 @@ async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    })
+}
+
+/// The source's streams (every partition's) and the store to read them from: the configured
+/// one, whatever its topology, unless `--redis-url` names a standalone Redis.
+fn redis_queue(args: &AuditArgs, settings: Option<&Settings>) -> anyhow::Result<audit::Queue> {
+    let mut store = settings.map(|s| s.store.clone()).unwrap_or_default();
+    match (&args.redis_url, settings) {
+        (Some(url), _) => {
+            store.topology = config::StoreTopology::Standalone;
+            store.redis_url = config::ServiceUrl(url.clone());
+        }
+        (None, Some(_)) => {}
+        (None, None) => bail!("give --config FILE or --redis-url"),
+    }
+    // Reading a large stream page by page is slower than one daemon call is allowed to be.
+    store.timeout = config::HumanDuration(store.timeout.0.max(Duration::from_secs(10)));
+    let streams = match (&args.stream, settings) {
+        (Some(stream), _) => vec![stream.clone()],
+        (None, Some(s)) if s.sources.contains_key(&args.source) => {
+            let (_, target) = hookonce::webhooks::source(s, &args.source)?;
+            target.streams()
+        }
+        (None, s) => {
+            let prefix = s.map_or("hookonce", |s| &s.store.key_prefix);
+            vec![format!("{prefix}:{{{}}}:events", args.source)]
+        }
+    };
+    Ok(audit::Queue::Redis {
+        store: Box::new(store),
+        streams,
     })
 }
 

@@ -89,11 +89,24 @@ pub(crate) fn run_relay(settings: Settings) -> anyhow::Result<ExitCode> {
             routes = settings.relay.routes.len(),
         );
         let metrics_server = tokio::spawn(serve_metrics(listener, Arc::clone(&metrics)));
+        let upkeep = tokio::spawn(upkeep(Arc::clone(&metrics)));
         relay.run(hookonce::server::termination_signal()).await;
         let _ = stop.send(true);
         metrics_server.abort();
+        upkeep.abort();
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Every 5 s, drains the recorded histogram samples into their buckets, as `serve` does: without
+/// it every delivery's samples stay in memory until `/metrics` is scraped, and an unscraped relay
+/// grows by some 40 bytes per delivery.
+async fn upkeep(metrics: Arc<Metrics>) {
+    let mut ticker = tokio::time::interval(std::time::Duration::from_secs(5));
+    loop {
+        ticker.tick().await;
+        metrics.run_upkeep();
+    }
 }
 
 async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {

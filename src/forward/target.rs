@@ -190,6 +190,17 @@ impl Target {
         self.partitions[k as usize].record_key(event_id)
     }
 
+    /// The dedup record key of an event read from `stream`: the record lives in the partition
+    /// whose stream it is (for a `body_dedup` source the payload chose it, which the ID alone
+    /// cannot tell). An entry read elsewhere (a route's replay stream) falls back to
+    /// [`Target::record_key`].
+    pub fn record_key_in(&self, stream: &str, event_id: &str) -> String {
+        match self.partitions.iter().find(|p| p.stream == stream) {
+            Some(partition) => partition.record_key(event_id),
+            None => self.record_key(event_id),
+        }
+    }
+
     /// The key at which the daemon records the source's partition count:
     /// `<prefix>:{<source>}:partitions`, under the source's own tag whatever N is.
     pub fn partitions_key(&self) -> String {

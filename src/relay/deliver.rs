@@ -38,13 +38,13 @@ pub struct Failure {
 pub fn headers(
     route: &Route,
     source: &RouteSource,
-    entry: &StreamEntry,
+    (stream, entry): (&str, &StreamEntry),
     attempt: u32,
     now_unix: u64,
 ) -> HeaderMap {
     let mut headers = route.headers.clone();
     let event_id = entry.text("event_id");
-    let key = source.target.record_key(&event_id);
+    let key = source.target.record_key_in(stream, &event_id);
     let content_type = entry
         .field("content_type")
         .filter(|v| !v.is_empty())

@@ -91,7 +91,7 @@ impl Job {
         let headers = deliver::headers(
             &shared.route,
             source,
-            &self.entry,
+            (&self.lane.stream, &self.entry),
             attempt,
             unix_ms() / 1000,
         );

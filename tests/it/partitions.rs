@@ -144,6 +144,41 @@ async fn the_relay_delivers_from_every_partition() {
     }
 }
 
+/// With `body_dedup` the payload picks an event's partition, which its ID cannot tell: the
+/// relay's `Idempotency-Key` is still the key of the event's record, found by the stream it read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_keys_a_body_dedup_partition_by_its_record() {
+    let worker = RelayWorker::start().await;
+    let mut github = partitioned("github", GITHUB_SECRET, 4);
+    github.body_dedup = Some(true);
+    let routes = vec![("audit", route(&["gh"], &worker.url("audit")))];
+    let t = TestApp::builder(Backend::Redis)
+        .source("gh", github)
+        .relay(|r| *r = relay(true, routes))
+        .start()
+        .await;
+    let ids = crate::relay::ids("keyed", 12);
+    for (i, id) in ids.iter().enumerate() {
+        let body = format!(r#"{{"zen":"keyed {i}"}}"#);
+        let response = t.deliver("gh", body.as_bytes(), &with_id(id)).await;
+        assert_eq!(response.status(), 200, "{id}");
+    }
+    worker.wait_acknowledged("audit", &ids, 20).await;
+    let mut redis = t.redis.as_ref().unwrap().connection();
+    for delivery in worker.to("audit") {
+        let exists: bool = ::redis::cmd("EXISTS")
+            .arg(delivery.key())
+            .query(&mut redis)
+            .unwrap();
+        assert!(
+            exists,
+            "{}: {} is no record",
+            delivery.event_id(),
+            delivery.key()
+        );
+    }
+}
+
 fn config(redis: &RedisServer, partitions: u32, repartition: bool) -> String {
     format!(
         "[store]\nbackend = \"redis\"\nredis_url = \"{}\"\n\n[sources.gh]\nprovider = \"github\"\nsecrets = [\"s3\"]\npartitions = {partitions}\nrepartition = {repartition}\n",

@@ -20,38 +20,13 @@ impl Daemon {
         let port = free_port();
         let metrics_port = free_port();
         let log = dir.join("daemon.log");
-        let file = std::fs::File::options()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .unwrap();
-        let mut command = Command::new(BIN);
-        command
-            .args(["serve", "--config", config.to_str().unwrap()])
-            .env("HOOKONCE__SERVER__LISTEN", format!("127.0.0.1:{port}"))
-            .env(
-                "HOOKONCE__SERVER__METRICS_LISTEN",
-                format!("127.0.0.1:{metrics_port}"),
-            )
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .stdin(Stdio::null());
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        let daemon = Self {
-            child: command.spawn().unwrap(),
-            port,
-            metrics_port,
-            log,
-        };
-        let client = reqwest::Client::new();
-        let url = daemon.url("/healthz");
-        eventually(20, "the daemon to serve /healthz", || {
-            let request = client.get(&url).send();
-            async move { request.await.is_ok_and(|r| r.status() == 200) }
-        })
-        .await;
+        let listen = format!("127.0.0.1:{port}");
+        let mut env = env.to_vec();
+        env.push(("HOOKONCE__SERVER__LISTEN", &listen));
+        let daemon = Self::start("serve", config, (port, metrics_port), log, &env);
+        daemon
+            .wait_for("the daemon to serve /healthz", daemon.url("/healthz"))
+            .await;
         daemon
     }
 
@@ -60,10 +35,29 @@ impl Daemon {
     pub async fn relay(config: &Path, dir: &Path, env: &[(&str, &str)]) -> Self {
         let metrics_port = free_port();
         let log = dir.join(format!("relay-{metrics_port}.log"));
-        let file = std::fs::File::create(&log).unwrap();
-        let mut command = Command::new(BIN);
-        command
-            .args(["relay", "--config", config.to_str().unwrap()])
+        let relay = Self::start("relay", config, (0, metrics_port), log, env);
+        let url = format!("http://127.0.0.1:{metrics_port}/metrics");
+        relay.wait_for("the relay to serve /metrics", url).await;
+        relay
+    }
+
+    /// Runs `hookonce COMMAND --config CONFIG` with `/metrics` on `ports.1`, stdout and stderr
+    /// appended to `log`.
+    fn start(
+        command: &str,
+        config: &Path,
+        (port, metrics_port): (u16, u16),
+        log: PathBuf,
+        env: &[(&str, &str)],
+    ) -> Self {
+        let file = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let mut child = Command::new(BIN);
+        child
+            .args([command, "--config", config.to_str().unwrap()])
             .env(
                 "HOOKONCE__SERVER__METRICS_LISTEN",
                 format!("127.0.0.1:{metrics_port}"),
@@ -72,22 +66,24 @@ impl Daemon {
             .stderr(file)
             .stdin(Stdio::null());
         for (k, v) in env {
-            command.env(k, v);
+            child.env(k, v);
         }
-        let relay = Self {
-            child: command.spawn().unwrap(),
-            port: 0,
+        Self {
+            child: child.spawn().unwrap(),
+            port,
             metrics_port,
             log,
-        };
+        }
+    }
+
+    /// Waits until `url` answers 200.
+    async fn wait_for(&self, what: &str, url: String) {
         let client = reqwest::Client::new();
-        let url = format!("http://127.0.0.1:{metrics_port}/metrics");
-        eventually(20, "the relay to serve /metrics", || {
+        eventually(20, what, || {
             let request = client.get(&url).send();
             async move { request.await.is_ok_and(|r| r.status() == 200) }
         })
         .await;
-        relay
     }
 
     /// The whole `/metrics` page.

@@ -41,3 +41,11 @@ pub fn error_chain<E: std::error::Error>(error: &E) -> String {
     }
     text
 }
+
+/// The body length a request declares in `Content-Length`, when it declares a readable one.
+pub fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
+    headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}

@@ -11,7 +11,6 @@
 use std::collections::HashMap;
 
 use super::{Delivery, Forwarded};
-use crate::store::Fingerprint;
 
 /// One event the store must judge: the first of its key in the request.
 pub struct Planned<'a> {
@@ -51,7 +50,7 @@ impl<'a> Plan<'a> {
         // A request of one event (every provider but Adyen) needs no index.
         let mut seen: HashMap<String, usize> = HashMap::new();
         for delivery in deliveries {
-            let digest = Fingerprint::of(delivery.event.fingerprint_input());
+            let digest = delivery.fingerprint();
             let target = delivery.target;
             let event_id = delivery.event.event_id();
             let partition = target.partition_index(event_id, &digest);

@@ -5,12 +5,13 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::http::{header, HeaderMap, Request, Response};
+use axum::http::{HeaderMap, Request, Response};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 
 use super::{error_chain, upstream, Ending, Proxy, Reply};
 use crate::outcome::ProxyOutcome;
+use crate::util::declared_length;
 use upstream::UpstreamError;
 
 impl Proxy {
@@ -76,11 +77,4 @@ pub(super) fn failed(outcome: ProxyOutcome, error: UpstreamError) -> Reply {
 pub(super) fn downstream(mut response: Response<Body>) -> Response<Body> {
     upstream::strip_hop_by_hop(response.headers_mut());
     response
-}
-
-pub(super) fn declared_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok())
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{header, HeaderMap};
+use axum::http::HeaderMap;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -102,10 +102,7 @@ impl BodyReader {
 
     /// Reads the whole body, or says why not.
     pub async fn read(&self, headers: &HeaderMap, body: Body) -> Result<ReceivedBody, BodyError> {
-        let declared = headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
+        let declared = crate::util::declared_length(headers);
         if let Some(declared) = declared.filter(|n| *n > self.limit as u64) {
             return Err(BodyError::DeclaredTooLarge(declared));
         }

@@ -12,7 +12,9 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
+
+use hookonce::util::unix_ms;
 
 use axum::body::Bytes;
 use axum::extract::{Request, State};
@@ -300,13 +302,6 @@ impl Drop for RelayWorker {
             task.abort();
         }
     }
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
 }
 
 async fn receive(State(shared): State<Arc<Shared>>, request: Request) -> Response {

@@ -20,6 +20,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use hookonce::config::StoreSettings;
 use hookonce::store::RedisStore;
+use hookonce::util::error_chain;
 use serde::Serialize;
 
 use crate::record::Records;
@@ -135,18 +136,6 @@ async fn read_redis(
         }
     }
     Ok(counts)
-}
-
-/// An error and its causes on one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(next) = cause {
-        text.push_str(": ");
-        text.push_str(&next.to_string());
-        cause = next.source();
-    }
-    text
 }
 
 async fn read_jetstream(

@@ -36,6 +36,11 @@ def one_round(path):
     for s in run["sources"]:
         with open(f"{base}-{s}.time") as f:
             gen_cpu += sum(float(x) for x in f.read().split()[-2:])
+    # What the rest of the machine (other users' builds and tests) took meanwhile, in cores.
+    other = None
+    if "machine_busy_ticks" in run:
+        busy = run["machine_busy_ticks"] - sum(run["ticks"]) - gen_cpu * run["hz"]
+        other = max(busy / run["hz"] / run["wall_seconds"], 0.0)
     us = lambda ticks: ticks / run["hz"] * 1e6 / max(events, 1)
     cpu = dict(zip(run["processes"], (us(t) for t in run["ticks"])))
     return {
@@ -50,6 +55,7 @@ def one_round(path):
         "generator": gen_cpu * 1e6 / max(events, 1),
         "bytes": (run["used_memory_after"] - run["used_memory_before"]) / max(events, 1),
         "audits": run["audits"],
+        "other": other,
     }
 
 
@@ -70,6 +76,7 @@ def configuration(workload, topology):
         "non_2xx": sum(r["non_2xx"] for r in rounds),
         "audits": [a for r in rounds for a in r["audits"]],
         "all_eps": [round(r["eps"]) for r in rounds],
+        "other": median([r["other"] for r in rounds if r["other"] is not None]),
     }
 
 
@@ -121,15 +128,15 @@ print(f"Topology benchmark `{os.path.basename(out)}` at {revision[:7]}, {cores} 
       "the daemon, every redis-server and the generators; Stripe events, ~1.5 KB bodies, "
       "closed loop, medians over the rounds.\n")
 print("Placement (CLUSTER KEYSLOT → master port): " + ", ".join(f"`{{{t}}}` → {p}" for t, p in placement.items()) + "\n")
-print("| workload | Redis | events/s | p50 ms | p99 ms | daemon CPU µs/event | redis-server CPU µs/event (each) | generators µs/event | Redis bytes/event (all nodes) | non-2xx | audits | rounds (events/s) |")
-print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|---|")
+print("| workload | Redis | events/s | p50 ms | p99 ms | daemon CPU µs/event | redis-server CPU µs/event (each) | generators µs/event | Redis bytes/event (all nodes) | non-2xx | audits | other processes' CPU (cores) | rounds (events/s) |")
+print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---|")
 for (w, t), c in results.items():
     if not c:
         continue
     passed = c["audits"].count("PASS")
     print(f"| {WORKLOADS[w]} | {TOPOLOGIES[t]} | {c['eps']:,.0f} | {c['p50']:.2f} | {c['p99']:.2f} | "
           f"{c['daemon']:.1f} | {fmt_redis(c, t)} | {c['generator']:.1f} | {c['bytes']:,.0f} | {c['non_2xx']} | "
-          f"{passed}/{len(c['audits'])} PASS | {', '.join(f'{x:,}' for x in c['all_eps'])} |")
+          f"{passed}/{len(c['audits'])} PASS | {c['other']:.2f} | {', '.join(f'{x:,}' for x in c['all_eps'])} |")
 
 print("\nRatios of the medians (events/s):\n")
 print("| comparison | ratio |")
@@ -161,6 +168,15 @@ if one_s and one_c:
     print("|---|---|---:|")
     print(f"| one standalone Redis, events/s | 1 s ÷ {standalone_us:.1f} µs | {1e6 / standalone_us:,.0f} |")
     print(f"| one cluster master, events/s (a source or partition on it) | 1 s ÷ {master_us:.1f} µs (master of `{{one}}`) | {per_master:,.0f} |")
+    # A master that serves a share of the events: its CPU ÷ the events it served.
+    spread = []
+    for w, shares in (("many", {placement[t]: 1 / 3 for t in many}), ("hot4", share)):
+        c = results.get((w, "cluster"))
+        if c:
+            spread += [c["redis"]["redis:" + port] / part for port, part in shares.items()]
+    if spread:
+        worst = max(spread)
+        print(f"| one cluster master, conservative: from the masters that served a share (3 sources, partitions = 4), their CPU ÷ the events each served, {min(spread):.1f}–{worst:.1f} µs | 1 s ÷ {worst:.1f} µs | {1e6 / worst:,.0f} |")
     print(f"| 3 sources of equal rate on 3 masters | 3 × {per_master:,.0f} | {3 * per_master:,.0f} |")
     print(f"| one source, partitions = 4 placed {'/'.join(str(round(v * 4)) for v in sorted(share.values(), reverse=True))} on 3 masters | {per_master:,.0f} ÷ {hot_max_share:.2f} (the busiest master's share) | {per_master / hot_max_share:,.0f} |")
     print(f"| one source, partitions = N spread evenly over M masters (N a multiple of M) | M × {per_master:,.0f} | M × {per_master:,.0f} |")

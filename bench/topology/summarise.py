@@ -29,12 +29,13 @@ def one_round(path):
     """One run: throughput, latency and CPU per event of every process."""
     run = load(path)
     base = path[: -len(".run.json")]
-    gens = [load(f"{base}-{s}.json") for s in run["sources"]]
+    names = [f"g{g}" for g in range(run["generators"])] if "generators" in run else run["sources"]
+    gens = [load(f"{base}-{n}.json") for n in names]
     events = sum(round(g["events_per_second"] * g["seconds"]) for g in gens)
     non_2xx = sum(n for g in gens for s, n in g["statuses"].items() if not s.startswith("2"))
     gen_cpu = 0.0
-    for s in run["sources"]:
-        with open(f"{base}-{s}.time") as f:
+    for n in names:
+        with open(f"{base}-{n}.time") as f:
             gen_cpu += sum(float(x) for x in f.read().split()[-2:])
     # What the rest of the machine (other users' builds and tests) took meanwhile, in cores.
     other = None

@@ -219,7 +219,7 @@ async fn on_a_cluster_a_partitioned_source_fans_out_retries_dead_letters_and_is_
     for (i, id) in ids("evt_c", 24).into_iter().enumerate() {
         sent.push((
             id,
-            if i % 3 == 0 {
+            if i.is_multiple_of(3) {
                 "charge.refunded"
             } else {
                 "invoice.paid"
@@ -439,7 +439,7 @@ async fn on_a_cluster_relay_processes_share_the_work_survive_a_kill_a_worker_out
     let dir = tempfile::tempdir().unwrap();
     let config = cluster_config(dir.path(), &cluster, &name, &relay_settings);
     let kind = |i: usize| {
-        if i % 4 == 0 {
+        if i.is_multiple_of(4) {
             "charge.refunded"
         } else {
             "invoice.paid"

@@ -8,6 +8,7 @@
 mod cluster;
 mod cluster_faults;
 mod partitions;
+mod replicas;
 mod sentinel;
 
 use std::collections::BTreeMap;

@@ -155,6 +155,14 @@ async fn atomic_mode_acknowledges_only_what_the_replica_holds() {
     let (status, _, replayed) = timed(&t, "confirmed", b"{}").await;
     assert!(status == 200 && replayed);
     assert_eq!(set_calls(&mut on_master), before + 1, "one rewrite");
+
+    // Redis lost the script (a restart, a failover): the pipeline is sent again after loading it.
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut on_master)
+        .unwrap();
+    let (status, _, replayed) = timed(&t, "after-flush", b"{}").await;
+    assert!(status == 200 && !replayed, "a new event after SCRIPT FLUSH");
 }
 
 /// `SET` calls the server ran so far, scripts' included (`INFO commandstats`).

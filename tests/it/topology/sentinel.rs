@@ -4,22 +4,12 @@
 
 use std::sync::Arc;
 
-use super::{audit, deliver, Load};
+use super::{audit, deliver, Load, Topology};
 use crate::support::binary::{hookonce, output_text, write};
 use crate::support::eventually;
 use crate::support::sentinel::{SentinelGroup, MASTER_NAME, MASTER_PASSWORD, SENTINEL_PASSWORD};
-use crate::support::settings::{self, ms, Secret, ServiceUrl, STRIPE_SECRET};
+use crate::support::settings::{self, ms, STRIPE_SECRET};
 use crate::support::{Backend, TestApp};
-use hookonce::config::{StoreSettings, StoreTopology};
-
-fn sentinel_store(group: &SentinelGroup, store: &mut StoreSettings) {
-    store.topology = StoreTopology::Sentinel;
-    store.sentinels = group.sentinel_urls().into_iter().map(ServiceUrl).collect();
-    store.sentinel_master = Some(MASTER_NAME.to_owned());
-    store.sentinel_password = Some(Secret::literal(SENTINEL_PASSWORD).unwrap());
-    store.password = Some(Secret::literal(MASTER_PASSWORD).unwrap());
-    store.timeout = ms(500);
-}
 
 /// With `wait_replicas = 1`, a Sentinel failover under load loses nothing acknowledged; the
 /// daemon asks the sentinels again and serves the new master without a restart.
@@ -28,7 +18,7 @@ async fn a_sentinel_failover_under_load_recovers_without_a_restart() {
     let mut group = SentinelGroup::start();
     let app = TestApp::builder(Backend::Redis)
         .store(|store| {
-            sentinel_store(&group, store);
+            Topology::Sentinel(&group).store(store);
             store.wait_replicas = 1;
             store.wait_timeout = ms(200);
         })

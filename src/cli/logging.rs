@@ -1,4 +1,7 @@
-//! The log subscriber: JSON or pretty lines, written by one background thread in batches.
+//! The log subscriber: JSON or pretty lines, written by one background thread in batches
+//! (`writer`).
+
+mod writer;
 
 use std::io::IsTerminal;
 
@@ -8,11 +11,9 @@ use crate::LogFormat;
 
 /// Sets up the log subscriber. Lines are formatted on the request's task but written by one
 /// background thread in batches (one `write` per batch instead of one per request); it never
-/// drops a line: when its queue is full, logging waits.
-pub(crate) fn init(
-    format: LogFormat,
-    settings: &Settings,
-) -> tracing_appender::non_blocking::WorkerGuard {
+/// drops a line: when too much is waiting to be written, logging waits. Dropping the guard
+/// writes the last lines.
+pub(crate) fn init(format: LogFormat, settings: &Settings) -> std::io::Result<writer::WriterGuard> {
     use std::io::Write;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
@@ -31,10 +32,7 @@ pub(crate) fn init(
         LogFormat::Pretty => false,
         LogFormat::Auto => !terminal,
     };
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .thread_name("hookonce-log")
-        .finish(std::io::BufWriter::with_capacity(64 * 1024, out));
+    let (writer, guard) = writer::spawn(out)?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)
@@ -44,5 +42,5 @@ pub(crate) fn init(
     } else {
         builder.init();
     }
-    guard
+    Ok(guard)
 }

@@ -1,6 +1,7 @@
 //! The log subscriber: JSON or pretty lines, written by one background thread in batches
-//! (`writer`).
+//! (`writer`); JSON lines are formatted by `json`.
 
+mod json;
 mod writer;
 
 use std::io::IsTerminal;
@@ -38,7 +39,12 @@ pub(crate) fn init(format: LogFormat, settings: &Settings) -> std::io::Result<wr
         .with_writer(writer)
         .with_ansi(terminal && !json);
     if json {
-        builder.json().flatten_event(true).init();
+        // The stock JSON format's field formatter (for spans) with hookonce's event formatter.
+        builder
+            .json()
+            .flatten_event(true)
+            .event_format(json::JsonLines::new())
+            .init();
     } else {
         builder.init();
     }

@@ -74,5 +74,36 @@ start_hookonce() {
     wait_port "$2"
 }
 
+# wrk with every request a new signed delivery: bench/wrk-signed.lua over a file of requests that
+# `hookonce-loadgen requests` signed (wrk's Lua cannot sign fast enough).
+WRK_SCRIPT="$ROOT/bench/wrk-signed.lua"
+WRK_THREADS=${BENCH_WRK_THREADS:-2}
+
+# make_requests SOURCE COUNT FILE [BODY_BYTES]: COUNT unique signed requests for SOURCE of
+# bench/hookonce.toml (Stripe's are signed for now: use them within its 300 s tolerance).
+make_requests() {
+    timeout 300 "$LOADGEN" requests --config "$ROOT/bench/hookonce.toml" --source "$1" \
+        --count "$2" --body-size "${4:-1500}" --out "$3" >&2
+}
+
+# seconds_of 10s|2m|30: whole seconds of a duration as the scripts write them
+seconds_of() {
+    case $1 in
+        *ms) echo 1 ;;
+        *m) echo $((${1%m} * 60)) ;;
+        *s) echo "${1%s}" ;;
+        *) echo "$1" ;;
+    esac
+}
+
+# wrk_run URL REQUESTS DURATION CONNECTIONS OUT_PREFIX [PATH]: one bounded wrk run with --latency;
+# wrk's text in OUT_PREFIX.txt, the script's JSON line in OUT_PREFIX.json.
+wrk_run() {
+    local url=$1 requests=$2 duration=$3 connections=$4 out=$5 path=${6:-}
+    timeout $(($(seconds_of "$duration") + 60)) wrk -t"$WRK_THREADS" -c"$connections" -d"$duration" \
+        --latency -s "$WRK_SCRIPT" "$url" -- "$requests" "$WRK_THREADS" "$path" >"$out.txt" 2>&1
+    grep '^{"client":"wrk"' "$out.txt" >"$out.json"
+}
+
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 hwm_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }

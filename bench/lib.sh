@@ -96,12 +96,27 @@ seconds_of() {
     esac
 }
 
+# children_cpu FILE: sets CHILDREN_CPU to the CPU seconds (user + system) of this shell's children
+# that have ended so far, from the `times` builtin. It must run in this shell, not in a $(…)
+# subshell, whose children are its own; FILE is scratch. The difference around one client run is
+# that client's own CPU time.
+children_cpu() {
+    times >"$1"
+    CHILDREN_CPU=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); s += p[1] * 60 + p[2] } printf "%.3f", s }' "$1")
+}
+
 # wrk_run URL REQUESTS DURATION CONNECTIONS OUT_PREFIX [PATH]: one bounded wrk run with --latency;
-# wrk's text in OUT_PREFIX.txt, the script's JSON line in OUT_PREFIX.json.
+# wrk's text in OUT_PREFIX.txt, the script's JSON line in OUT_PREFIX.json, wrk's CPU seconds in
+# OUT_PREFIX.client.
 wrk_run() {
-    local url=$1 requests=$2 duration=$3 connections=$4 out=$5 path=${6:-}
+    local url=$1 requests=$2 duration=$3 connections=$4 out=$5 path=${6:-} before
+    children_cpu "$out.times"
+    before=$CHILDREN_CPU
     timeout $(($(seconds_of "$duration") + 60)) wrk -t"$WRK_THREADS" -c"$connections" -d"$duration" \
         --latency -s "$WRK_SCRIPT" "$url" -- "$requests" "$WRK_THREADS" "$path" >"$out.txt" 2>&1
+    children_cpu "$out.times"
+    python3 -c "print(round($CHILDREN_CPU - $before, 3))" >"$out.client"
+    rm -f "$out.times"
     grep '^{"client":"wrk"' "$out.txt" >"$out.json"
 }
 

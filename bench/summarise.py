@@ -57,6 +57,15 @@ def server_cpu(path, requests):
     return c["ticks"] / c["hz"] * 1e6 / max(requests, 1) if c else float("nan")
 
 
+def client_cpu(path, requests):
+    """The client's own CPU µs per request: NAME.client (loadgen) or NAME.wrk.client (wrk)."""
+    client = path[: -len(".json")] + ".client"
+    if not os.path.exists(client):
+        return float("nan")
+    with open(client) as f:
+        return float(f.read()) * 1e6 / max(requests, 1)
+
+
 def wrk_row(scenario, server):
     paths = sorted(glob.glob(os.path.join(out, f"{scenario}-{server}-*.wrk.json")))
     found = [(p, load_json(p)) for p in paths]
@@ -79,6 +88,7 @@ def wrk_row(scenario, server):
         "p99": median([w["p99_us"] for _, w in found]) / 1000,
         "p999": median([w["p999_us"] for _, w in found]) / 1000,
         "cpu": median([server_cpu(p, w["requests"]) for p, w in found]),
+        "client": median([client_cpu(p, w["requests"]) for p, w in found]),
         "redis": per_event_redis([p for p, _ in found]),
         "all_rps": [round(x) for x in rps],
         "checks": checks,
@@ -118,6 +128,7 @@ def row(scenario, server):
         "s50": median([x["service_us"]["p50"] for x in r if "service_us" in x]) / 1000,
         "s99": median([x["service_us"]["p99"] for x in r if "service_us" in x]) / 1000,
         "redis": per_event_redis(paths),
+        "client": median([client_cpu(p, x["requests"]) for p, x in zip(paths, r)]),
         "rounds": len(r),
         "all_rps": [round(x["requests_per_second"]) for x in r],
     }
@@ -168,8 +179,8 @@ if any(wrk_row(w, s) for w, _, _, servers in pairs for s in servers):
     print()
     print("wrk (bench/wrk-signed.lua, every request a new signed delivery) beside hookonce-loadgen, "
           "closed loop, same connections; ratio = hookonce ÷ that server (requests/s):\n")
-    print("| scenario | server | client | requests/s | p50 ms | p90 ms | p99 ms | p99.9 ms | server CPU µs/request | Redis CPU µs/event | hookonce ÷ this | rounds (requests/s) |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| scenario | server | client | requests/s | p50 ms | p90 ms | p99 ms | p99.9 ms | server CPU µs/request | Redis CPU µs/event | client CPU µs/request | hookonce ÷ this | rounds (requests/s) |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     checks = []
     for wkey, lkey, title, servers in pairs:
         wrows = {s: wrk_row(wkey, s) for s in servers}
@@ -181,7 +192,7 @@ if any(wrk_row(w, s) for w, _, _, servers in pairs for s in servers):
                 hk = (lrows if client == "loadgen" else wrows).get("hookonce")
                 ratio = f"{hk['rps'] / r['rps']:.2f}×" if hk and server != "hookonce" else "–"
                 print(f"| {title} | {server} | {client} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p90']:.2f} | "
-                      f"{r['p99']:.2f} | {r['p999']:.2f} | {r['cpu']:.0f} | {fmt(r['redis'], '.1f')} | {ratio} | {r['all_rps']} |")
+                      f"{r['p99']:.2f} | {r['p999']:.2f} | {r['cpu']:.0f} | {fmt(r['redis'], '.1f')} | {fmt(r['client'], '.0f')} | {ratio} | {r['all_rps']} |")
             if wrows[server]:
                 checks += wrows[server]["checks"]
     print()

@@ -263,6 +263,15 @@ for path in sorted(glob.glob(os.path.join(out, "redis-benchmark-*.csv"))):
         rows = [r for r in csv.reader(f) if r and r[0] != "test"]
     if rows:
         bench.append(rows[-1])
+error = os.path.join(out, "redis-benchmark-error.txt")
+if os.path.exists(error):
+    with open(error) as f:
+        print()
+        print(f"redis-benchmark not run: {f.read().strip()}")
+entries = []
+for path in sorted(glob.glob(os.path.join(out, "redis-benchmark-*.entries"))):
+    with open(path) as f:
+        entries.append(int(f.read().strip() or 0))
 if bench:
     rps = median([float(r[1]) for r in bench])
     p50 = median([float(r[4]) for r in bench])
@@ -270,7 +279,8 @@ if bench:
     print()
     print(f"redis-benchmark, the same script by EVALSHA, 50 clients, 1.5 KB body: "
           f"{rps:.0f} calls/s (median of {len(bench)}; {[round(float(r[1])) for r in bench]}), "
-          f"p50 {p50:.3f} ms, p99 {p99:.3f} ms")
+          f"p50 {p50:.3f} ms, p99 {p99:.3f} ms"
+          + (f"; stream entries after each round {entries} (error replies would leave none)" if entries else ""))
     for key, title, _ in scenarios:
         if key.startswith("rate"):
             continue

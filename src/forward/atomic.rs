@@ -20,13 +20,15 @@ use super::batch::Plan;
 use super::{within, Delivery, ForwardError, Forwarded, Forwarder};
 use crate::config::{Settings, SinkKind};
 use crate::metrics::Metrics;
-use crate::store::{RedisStartError, RedisStore, Script, StoreError};
+use crate::store::{RedisStartError, RedisStore, Script, StoreError, WaitReplicas};
 use crate::util::BoxFuture;
 
 /// KEYS[1] = stream, then per event its record key and, with body_dedup, its body record key.
 /// ARGV = ttl ms, max_len (0 = no trim), source, provider, received_at, keys per event (1 or 2),
-/// content_type (the request's, which the relay sends on; empty when absent), then per event:
-/// fingerprint, event_id, event_type, body.
+/// content_type (the request's, which the relay sends on; empty when absent), confirm (`1` when
+/// `WAIT` follows: each duplicate's record is written again, same value and expiry, so that the
+/// `WAIT` behind the script covers it; else `0`), then per event: fingerprint, event_id,
+/// event_type, body.
 /// Returns one verdict per event: `n<entry ID>` new, `d<ack>` duplicate of its record, `b<ack>`
 /// duplicate of its body record, `m` mismatch, `w` withheld (new, but the request was refused),
 /// `x<record>` a record in neither format.
@@ -34,16 +36,19 @@ const FORWARD_SCRIPT: &str = r#"#!lua
 local per = tonumber(ARGV[6])
 local n = (#KEYS - 1) / per
 local verdicts = {}
+local found = {}
 local refused = false
 for i = 1, n do
-  local fp = ARGV[4 + 4 * i]
-  local record = redis.call('GET', KEYS[2 + per * (i - 1)])
+  local fp = ARGV[5 + 4 * i]
+  local key = KEYS[2 + per * (i - 1)]
+  local record = redis.call('GET', key)
   if record then
     if string.sub(record, 1, 2) == 'p ' then
       verdicts[i] = 'x' .. record
       refused = true
     elseif string.sub(record, -#fp - 1) == ' ' .. fp then
       verdicts[i] = 'd' .. string.sub(record, 1, -#fp - 2)
+      found[i] = {key, record}
     else
       verdicts[i] = 'm'
       refused = true
@@ -52,15 +57,19 @@ for i = 1, n do
     local seen = redis.call('GET', KEYS[1 + per * i])
     if seen then
       verdicts[i] = 'b' .. string.match(seen, '^%S*')
+      found[i] = {KEYS[1 + per * i], seen}
     end
   end
 end
 for i = 1, n do
+  if found[i] and ARGV[8] == '1' and not refused then
+    redis.call('SET', found[i][1], found[i][2], 'KEEPTTL')
+  end
   if verdicts[i] == nil then
     if refused then
       verdicts[i] = 'w'
     else
-      local a = 4 + 4 * i
+      local a = 5 + 4 * i
       local id
       if ARGV[2] == '0' then
         id = redis.call('XADD', KEYS[1], '*',
@@ -94,13 +103,6 @@ pub struct RedisForwarder {
     wait: Option<WaitReplicas>,
 }
 
-/// `WAIT` for replicas before acknowledging (`store.wait_replicas`, `store.wait_timeout`).
-#[derive(Debug, Clone, Copy)]
-pub struct WaitReplicas {
-    pub replicas: i64,
-    pub timeout: Duration,
-}
-
 impl RedisForwarder {
     /// The forwarder for `sink.kind = "redis_stream"`, with `store.wait_replicas` when set.
     pub async fn build(
@@ -109,10 +111,7 @@ impl RedisForwarder {
         metrics: &Metrics,
     ) -> Result<Self, RedisStartError> {
         debug_assert_eq!(settings.sink.kind, SinkKind::RedisStream);
-        let wait = (settings.store.wait_replicas > 0).then(|| WaitReplicas {
-            replicas: i64::from(settings.store.wait_replicas),
-            timeout: settings.store.wait_timeout.0,
-        });
+        let wait = store.wait_replicas();
         let script = Script::new(FORWARD_SCRIPT);
         store.load(&[&script]).await?;
         Ok(Self {
@@ -154,7 +153,8 @@ impl RedisForwarder {
             .arg(target.provider)
             .arg(first.delivery.received_at_ms)
             .arg(per_event)
-            .arg(first.delivery.content_type.unwrap_or_default());
+            .arg(first.delivery.content_type.unwrap_or_default())
+            .arg(if self.wait.is_some() { "1" } else { "0" });
         for planned in &plan.unique {
             let event = planned.delivery.event;
             call.arg(&planned.fingerprint)
@@ -163,8 +163,15 @@ impl RedisForwarder {
                 .arg(event.body().as_ref());
         }
         let started = Instant::now();
-        let reply: Vec<Value> = call.invoke().await?;
+        // With wait_replicas, WAIT goes in the same pipeline, on the connection the script ran
+        // on; it covers the events just appended and, for duplicates, their records rewritten
+        // (replication is one ordered stream per master, so everything before them too).
+        let waited = call
+            .invoke_waiting::<Vec<Value>>(&first.key, self.wait)
+            .await?;
         self.store_latency.record(started.elapsed().as_secs_f64());
+        let confirmation = waited.confirmation();
+        let reply = waited.reply;
         if reply.len() != plan.unique.len() {
             return Err(StoreError::Protocol(format!("{reply:?}")).into());
         }
@@ -172,13 +179,10 @@ impl RedisForwarder {
         let accepted = judged
             .iter()
             .all(|f| matches!(f, Forwarded::New { .. } | Forwarded::Duplicate { .. }));
-        if let (Some(wait), true) = (self.wait, accepted) {
-            // WAIT covers the events just appended or, for duplicates, the original appends:
-            // replication is one ordered stream per server. It narrows the window in which a
-            // failover loses an acknowledged event to a failover onto an unconfirmed replica.
-            self.store
-                .wait_for_replicas(&first.key, wait.replicas, wait.timeout)
-                .await?;
+        if accepted {
+            // Fewer replicas than wanted: 503, never a 2xx that was not confirmed. A refused
+            // request wrote nothing, so its WAIT count does not matter.
+            confirmation?;
         }
         Ok(plan.answers(judged))
     }

@@ -260,7 +260,7 @@ if rates:
 bench = []
 for path in sorted(glob.glob(os.path.join(out, "redis-benchmark-*.csv"))):
     with open(path) as f:
-        rows = [r for r in csv.reader(f) if r and r[0] != "test"]
+        rows = [r for r in csv.reader(f) if r and r[0] != "test" and len(r) > 6 and r[1].replace(".", "", 1).isdigit()]
     if rows:
         bench.append(rows[-1])
 error = os.path.join(out, "redis-benchmark-error.txt")

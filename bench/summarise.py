@@ -325,7 +325,7 @@ if steady:
     print()
     print(f"hookonce RSS under steady load (GitHub, {settings.get('memory_rate', '?')} requests/s for "
           f"{settings.get('memory_duration', '?')}, a fresh daemon each, sampled every second; goal ≤ 50 MiB):\n")
-    print("| /metrics | idle | peak (VmHWM) | end | requests | service p99 ms |")
+    print("| /metrics | first sample | peak (VmHWM) | end | requests | service p99 ms |")
     print("|---|---:|---:|---:|---:|---:|")
     for s in steady:
         run = load_json(os.path.join(out, f"memory-{s['mode']}.json")) or {}

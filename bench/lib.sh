@@ -31,6 +31,10 @@ trap cleanup_started EXIT
 log() { printf '==> %s\n' "$*" >&2; }
 
 build_release() { # hookonce and the load generator (tools/loadgen) in $PROFILE, one cargo build
+    if [[ -n ${BENCH_NO_BUILD:-} && -x $HOOKONCE && -x $LOADGEN ]]; then
+        log "BENCH_NO_BUILD: measuring the binaries already built"
+        return 0
+    fi
     local flags=(--locked --workspace --bin hookonce --bin hookonce-loadgen)
     [[ $PROFILE == release ]] && flags+=(--release)
     log "cargo build ${flags[*]}"
@@ -72,6 +76,52 @@ start_hookonce() {
     HOOKONCE_PID=$!
     STARTED_PIDS+=("$HOOKONCE_PID")
     wait_port "$2"
+}
+
+# wrk with every request a new signed delivery: bench/wrk-signed.lua over a file of requests that
+# `hookonce-loadgen requests` signed (wrk's Lua cannot sign fast enough).
+WRK_SCRIPT="$ROOT/bench/wrk-signed.lua"
+WRK_THREADS=${BENCH_WRK_THREADS:-2}
+
+# make_requests SOURCE COUNT FILE [BODY_BYTES]: COUNT unique signed requests for SOURCE of
+# bench/hookonce.toml (Stripe's are signed for now: use them within its 300 s tolerance).
+make_requests() {
+    timeout 300 "$LOADGEN" requests --config "$ROOT/bench/hookonce.toml" --source "$1" \
+        --count "$2" --body-size "${4:-1500}" --out "$3" >&2
+}
+
+# seconds_of 10s|2m|30: whole seconds of a duration as the scripts write them
+seconds_of() {
+    case $1 in
+        *ms) echo 1 ;;
+        *m) echo $((${1%m} * 60)) ;;
+        *s) echo "${1%s}" ;;
+        *) echo "$1" ;;
+    esac
+}
+
+# children_cpu FILE: sets CHILDREN_CPU to the CPU seconds (user + system) of this shell's children
+# that have ended so far, from the `times` builtin. It must run in this shell, not in a $(…)
+# subshell, whose children are its own; FILE is scratch. The difference around one client run is
+# that client's own CPU time.
+children_cpu() {
+    times >"$1"
+    CHILDREN_CPU=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); s += p[1] * 60 + p[2] } printf "%.3f", s }' "$1")
+}
+
+# wrk_run URL REQUESTS DURATION CONNECTIONS OUT_PREFIX [PATH]: one bounded wrk run with --latency;
+# wrk's text in OUT_PREFIX.txt, the script's JSON line in OUT_PREFIX.json, wrk's CPU seconds in
+# OUT_PREFIX.client.
+wrk_run() {
+    local url=$1 requests=$2 duration=$3 connections=$4 out=$5 path=${6:-} before
+    children_cpu "$out.times"
+    before=$CHILDREN_CPU
+    timeout $(($(seconds_of "$duration") + 60)) wrk -t"$WRK_THREADS" -c"$connections" -d"$duration" \
+        --latency -s "$WRK_SCRIPT" "$url" -- "$requests" "$WRK_THREADS" "$path" >"$out.txt" 2>&1
+    children_cpu "$out.times"
+    python3 -c "print(round($CHILDREN_CPU - $before, 3))" >"$out.client"
+    rm -f "$out.times"
+    grep '^{"client":"wrk"' "$out.txt" >"$out.json"
 }
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }

@@ -9,13 +9,15 @@
 //!
 //! Modules: `workload` (bodies and signatures), `http` (one raw keep-alive connection per slot),
 //! `runner` (dispatch, spacing, retries), `report` (histograms, progress), `record` (the attempt
-//! log), `audit` (queue vs record), `relay_audit` (workers' record vs streams).
+//! log), `audit` (queue vs record), `relay_audit` (workers' record vs streams), `requests`
+//! (pre-signed requests in a file, for wrk: `bench/wrk-signed.lua`).
 
 mod audit;
 mod http;
 mod record;
 mod relay_audit;
 mod report;
+mod requests;
 mod runner;
 mod workload;
 
@@ -45,6 +47,36 @@ enum Command {
     /// Check the workers' record of relay deliveries against the streams: every entry delivered
     /// to every matching route (or dead-lettered), duplicates explained; exit 1 otherwise.
     AuditRelay(AuditRelayArgs),
+    /// Write pre-signed, all-unique requests to a file, for a client that cannot sign (wrk's
+    /// Lua, `bench/wrk-signed.lua`): one template and each request's varying bytes.
+    Requests(RequestsArgs),
+}
+
+#[derive(Args)]
+struct RequestsArgs {
+    #[command(flatten)]
+    source: SourceArgs,
+    /// Requests to write, each a new event (a client that runs out must say so, not wrap).
+    #[arg(long)]
+    count: u64,
+    /// Body size in bytes (an Adyen batch shares it among its items).
+    #[arg(long, default_value_t = 1500)]
+    body_size: usize,
+    /// Adyen: notification items per request.
+    #[arg(long, default_value_t = 5)]
+    batch: usize,
+    /// Request path (default `/webhooks/SOURCE`).
+    #[arg(long)]
+    path: Option<String>,
+    /// The `Host` header.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Event ID prefix (default: random).
+    #[arg(long)]
+    id_prefix: Option<String>,
+    /// The file to write.
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(Args)]
@@ -195,6 +227,7 @@ fn main() -> ExitCode {
         Command::Run(args) => runtime.block_on(run(*args)),
         Command::Audit(args) => runtime.block_on(audit(args)),
         Command::AuditRelay(args) => runtime.block_on(audit_relay(args)),
+        Command::Requests(args) => write_requests(args),
     };
     match result {
         Ok(code) => code,
@@ -304,6 +337,35 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         std::fs::write(&path, serde_json::to_vec_pretty(&summary)?)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_requests(args: RequestsArgs) -> anyhow::Result<ExitCode> {
+    let settings = source_settings(&args.source)?;
+    let prefix = args
+        .id_prefix
+        .unwrap_or_else(|| format!("{:08x}", rand::random::<u32>()));
+    let path = args
+        .path
+        .unwrap_or_else(|| format!("/webhooks/{}", args.source.source));
+    let workload = workload::Workload::new(
+        &args.source.source,
+        &settings,
+        path,
+        args.host,
+        prefix.clone(),
+        args.body_size,
+        args.batch,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let width = requests::write(&workload, args.count, unix_now(), &args.out)?;
+    eprintln!(
+        "prefix {prefix}: {} requests for {} ({} per request), {width} varying bytes each, in {}",
+        args.count,
+        args.source.source,
+        workload.events_per_request(),
+        args.out.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

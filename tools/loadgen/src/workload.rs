@@ -220,11 +220,22 @@ impl Workload {
 
     /// The request bytes to send now: the fixed request, or a fresh signature into `scratch`.
     pub fn request<'a>(&self, event: &'a Event, scratch: &'a mut Vec<u8>) -> &'a [u8] {
+        self.request_at(event, crate::unix_now(), scratch)
+    }
+
+    /// The request as it would be sent at `now_unix` (Unix seconds): the fixed request, or a
+    /// signature for that instant into `scratch` (`requests` signs a whole file for one instant).
+    pub fn request_at<'a>(
+        &self,
+        event: &'a Event,
+        now_unix: i64,
+        scratch: &'a mut Vec<u8>,
+    ) -> &'a [u8] {
         if let Some(fixed) = &event.fixed {
             return fixed;
         }
         scratch.clear();
-        self.serialise(event, crate::unix_now(), scratch);
+        self.serialise(event, now_unix, scratch);
         scratch
     }
 

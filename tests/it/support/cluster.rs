@@ -4,14 +4,31 @@
 //! `cluster-node-timeout` is short (1 s) so that a killed master's replica takes over within a
 //! few seconds. Every wait is for a condition (`CLUSTER INFO` says ok and covers every slot, each
 //! master has its replica), never a fixed sleep.
+//!
+//! A cluster node also listens on its port + 10 000 (the cluster bus), so redis-server refuses
+//! ports above 55 535: node ports come from [`free_cluster_port`], not the ephemeral range.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::redis::{free_port, redis_binary};
+use std::net::TcpListener;
+
+use super::redis::redis_binary;
 
 const NODE_TIMEOUT_MS: &str = "1000";
 pub const SLOTS: usize = 16384;
+
+/// A loopback port of at most 55 535 that is free, with its cluster-bus port (+10 000) free too.
+pub fn free_cluster_port() -> u16 {
+    for _ in 0..1000 {
+        let port = rand::random_range(20_000..=55_535u16);
+        let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
+        if free(port) && free(port + 10_000) {
+            return port;
+        }
+    }
+    panic!("no free port pair for a cluster node below 55535");
+}
 
 /// One `redis-server --cluster-enabled yes`.
 struct Node {
@@ -63,7 +80,7 @@ impl RedisCluster {
             let dir = cluster._dir.path().join(format!("node{i}"));
             std::fs::create_dir(&dir).unwrap();
             let mut node = Node {
-                port: free_port(),
+                port: free_cluster_port(),
                 dir,
                 child: None,
             };

@@ -407,20 +407,26 @@ async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The source's streams (every partition's) and the store to read them from: the configured
-/// one, whatever its topology, unless `--redis-url` names a standalone Redis.
-fn redis_queue(args: &AuditArgs, settings: Option<&Settings>) -> anyhow::Result<audit::Queue> {
-    let mut store = settings.map(|s| s.store.clone()).unwrap_or_default();
-    match (&args.redis_url, settings) {
-        (Some(url), _) => {
-            store.topology = config::StoreTopology::Standalone;
-            store.redis_url = config::ServiceUrl(url.clone());
-        }
-        (None, Some(_)) => {}
-        (None, None) => bail!("give --config FILE or --redis-url"),
+/// The store an audit reads: the configured one, whatever its topology, unless `redis_url`
+/// names a standalone Redis; with a timeout fit for reading large streams page by page (slower
+/// than one daemon call is allowed to be).
+fn audit_store(settings: &Settings, redis_url: Option<&str>) -> config::StoreSettings {
+    let mut store = settings.store.clone();
+    if let Some(url) = redis_url {
+        store.topology = config::StoreTopology::Standalone;
+        store.redis_url = config::ServiceUrl(url.to_owned());
     }
-    // Reading a large stream page by page is slower than one daemon call is allowed to be.
     store.timeout = config::HumanDuration(store.timeout.0.max(Duration::from_secs(10)));
+    store
+}
+
+/// The source's streams (every partition's) and the store to read them from (`audit_store`).
+fn redis_queue(args: &AuditArgs, settings: Option<&Settings>) -> anyhow::Result<audit::Queue> {
+    let store = match (&args.redis_url, settings) {
+        (url, Some(s)) => audit_store(s, url.as_deref()),
+        (Some(url), None) => audit_store(&Settings::default(), Some(url)),
+        (None, None) => bail!("give --config FILE or --redis-url"),
+    };
     let streams = match (&args.stream, settings) {
         (Some(stream), _) => vec![stream.clone()],
         (None, Some(s)) if s.sources.contains_key(&args.source) => {
@@ -440,12 +446,9 @@ fn redis_queue(args: &AuditArgs, settings: Option<&Settings>) -> anyhow::Result<
 
 async fn audit_relay(args: AuditRelayArgs) -> anyhow::Result<ExitCode> {
     let settings = load(&args.config)?;
-    let url = args
-        .redis_url
-        .clone()
-        .unwrap_or_else(|| settings.store.redis_url.0.clone());
+    let store = audit_store(&settings, args.redis_url.as_deref());
     let attempts = relay_audit::read_attempts(&args.deliveries)?;
-    let findings = relay_audit::audit(&settings, &url, &attempts).await?;
+    let findings = relay_audit::audit(&settings, &store, &attempts).await?;
     findings.print();
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_vec_pretty(&findings)?)

@@ -25,9 +25,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use anyhow::Context;
-use hookonce::config::Settings;
+use hookonce::config::{Settings, StoreSettings};
 use hookonce::relay::{streams, Route};
-use redis::streams::StreamRangeReply;
+use hookonce::store::RedisStore;
+use hookonce::util::error_chain;
 use serde::{Deserialize, Serialize};
 
 /// One line of a worker's record.
@@ -139,30 +140,23 @@ pub fn read_attempts(paths: &[impl AsRef<Path>]) -> anyhow::Result<Vec<Attempt>>
     Ok(attempts)
 }
 
-/// (event ID, event type) of every entry of `stream`.
-async fn entries(
-    connection: &mut redis::aio::MultiplexedConnection,
-    stream: &str,
-) -> anyhow::Result<Vec<(String, String)>> {
+/// (event ID, event type) of every entry of `stream`, read through the daemon's own store client
+/// (so a cluster or a Sentinel group is reached as the daemon reaches it).
+async fn entries(store: &RedisStore, stream: &str) -> anyhow::Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     let mut start = "-".to_owned();
     loop {
-        let page: StreamRangeReply = redis::cmd("XRANGE")
-            .arg(stream)
-            .arg(&start)
-            .arg("+")
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(connection)
+        // Pages of 1000 keep one reply small even with 1.5 KB bodies in every entry.
+        let page = store
+            .range(stream, &start, "+", 1000)
             .await
-            .with_context(|| format!("XRANGE {stream}"))?;
-        let Some(last) = page.ids.last() else { break };
+            .map_err(|e| anyhow::anyhow!("XRANGE {stream}: {}", error_chain(&e)))?;
+        let Some(last) = page.last() else { break };
         start = format!("({}", last.id);
-        for entry in &page.ids {
-            let id: String = entry.get("event_id").unwrap_or_default();
-            let event_type: String = entry.get("event_type").unwrap_or_default();
-            out.push((id, event_type));
-        }
+        out.extend(
+            page.iter()
+                .map(|entry| (entry.text("event_id"), entry.text("event_type"))),
+        );
     }
     Ok(out)
 }
@@ -170,14 +164,12 @@ async fn entries(
 /// Audits every route of `settings` against the workers' `attempts`.
 pub async fn audit(
     settings: &Settings,
-    redis_url: &str,
+    store: &StoreSettings,
     attempts: &[Attempt],
 ) -> anyhow::Result<Findings> {
-    let client = redis::Client::open(redis_url).context("store.redis_url")?;
-    let mut connection = client
-        .get_multiplexed_async_connection()
+    let store = RedisStore::connect(store)
         .await
-        .context("cannot connect to Redis")?;
+        .map_err(|e| anyhow::anyhow!("cannot connect to Redis: {}", error_chain(&e)))?;
     let prefix = &settings.store.key_prefix;
     let mut findings = Findings::default();
     for (name, route_settings) in &settings.relay.routes {
@@ -185,10 +177,17 @@ pub async fn audit(
         let mut in_stream: HashMap<(String, String), usize> = HashMap::new();
         let mut expected: BTreeSet<(String, String)> = BTreeSet::new();
         let mut dead: BTreeSet<(String, String)> = BTreeSet::new();
+        // The dedup keys an event's deliveries may carry: its record's key in the partition whose
+        // stream held it, or (replayed, redelivered) the key its ID alone names.
+        let mut keys: HashMap<(String, String), BTreeSet<String>> = HashMap::new();
         for source in &route_settings.sources {
+            let (_, target) = hookonce::webhooks::source(settings, source)?;
             for stream in streams::of_source(settings, source)? {
-                for (id, event_type) in entries(&mut connection, &stream).await? {
+                for (id, event_type) in entries(&store, &stream).await? {
                     let key = (source.clone(), id);
+                    let known = keys.entry(key.clone()).or_default();
+                    known.insert(target.record_key_in(&stream, &key.1));
+                    known.insert(target.record_key(&key.1));
                     *in_stream.entry(key.clone()).or_default() += 1;
                     if route.matches(&event_type) {
                         expected.insert(key);
@@ -196,7 +195,7 @@ pub async fn audit(
                 }
             }
             let dlq = streams::dead_letters(prefix, source, name);
-            for (id, _) in entries(&mut connection, &dlq).await? {
+            for (id, _) in entries(&store, &dlq).await? {
                 dead.insert((source.clone(), id));
             }
         }
@@ -205,8 +204,15 @@ pub async fn audit(
         for attempt in attempts.iter().filter(|a| &a.route == name) {
             r.attempts += 1;
             let key = (attempt.source.clone(), attempt.event_id.clone());
-            let dedup = format!("{prefix}:{{{}}}:d:{}", attempt.source, attempt.event_id);
-            if attempt.idempotency_key != dedup {
+            let fallback = || -> Option<String> {
+                let (_, target) = hookonce::webhooks::source(settings, &attempt.source).ok()?;
+                Some(target.record_key(&attempt.event_id))
+            };
+            let right = match keys.get(&key) {
+                Some(known) => known.contains(&attempt.idempotency_key),
+                None => fallback().is_some_and(|k| k == attempt.idempotency_key),
+            };
+            if !right {
                 r.wrong_key.push(format!(
                     "{} ({})",
                     attempt.event_id, attempt.idempotency_key

@@ -193,7 +193,10 @@ impl Metrics {
         let recorder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), LATENCY_BUCKETS)
             .expect("bucket list is non-empty")
-            .set_buckets_for_metric(Matcher::Prefix("hookonce_store_batch_".to_owned()), BATCH_BUCKETS)
+            .set_buckets_for_metric(
+                Matcher::Prefix("hookonce_store_batch_".to_owned()),
+                BATCH_BUCKETS,
+            )
             .expect("bucket list is non-empty")
             .build_recorder();
         let handle = recorder.handle();

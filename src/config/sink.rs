@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    ByteSize, ConfigError, HumanDuration, Secret, ServiceUrl, ABOVE_ZERO, MAX_DEDUP_TTL,
-    MAX_LEASE, MAX_TIMEOUT,
+    ByteSize, ConfigError, HumanDuration, Secret, ServiceUrl, ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE,
+    MAX_TIMEOUT,
 };
 
 /// `sink.coalesce` when not configured.
@@ -193,7 +193,8 @@ impl SinkSettings {
     }
 
     pub fn coalesce_max_bytes(&self) -> u64 {
-        self.coalesce_max_bytes.map_or(COALESCE_MAX_BYTES.1, |b| b.0)
+        self.coalesce_max_bytes
+            .map_or(COALESCE_MAX_BYTES.1, |b| b.0)
     }
 
     pub fn coalesce_window(&self) -> std::time::Duration {
@@ -264,7 +265,11 @@ impl SinkSettings {
             }
         }
         if let Some(window) = self.coalesce_window {
-            window.check("sink.coalesce_window", std::time::Duration::ZERO, MAX_COALESCE_WINDOW)?;
+            window.check(
+                "sink.coalesce_window",
+                std::time::Duration::ZERO,
+                MAX_COALESCE_WINDOW,
+            )?;
         }
         for (key, value, (min, _, max)) in [
             (
@@ -272,7 +277,11 @@ impl SinkSettings {
                 self.coalesce_max_events,
                 COALESCE_MAX_EVENTS,
             ),
-            ("coalesce_in_flight", self.coalesce_in_flight, COALESCE_IN_FLIGHT),
+            (
+                "coalesce_in_flight",
+                self.coalesce_in_flight,
+                COALESCE_IN_FLIGHT,
+            ),
         ] {
             if let Some(value) = value {
                 if !(min..=max).contains(&value) {

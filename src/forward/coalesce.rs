@@ -334,7 +334,11 @@ mod tests {
         type Item = u32;
         type Output = Option<(String, u32)>;
 
-        fn run<'a>(&'a self, lane: &'a String, items: &'a [u32]) -> BoxFuture<'a, Vec<Self::Output>> {
+        fn run<'a>(
+            &'a self,
+            lane: &'a String,
+            items: &'a [u32],
+        ) -> BoxFuture<'a, Vec<Self::Output>> {
             Box::pin(async move {
                 let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
                 self.most_running.fetch_max(now, Ordering::SeqCst);

@@ -334,3 +334,39 @@ impl SinkSettings {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::from_toml;
+
+    const BASE: &str = "[store]\nbackend = \"redis\"\n[sources.s]\nprovider = \"stripe\"\nsecrets = [\"whsec_x\"]\n";
+
+    fn error(sink: &str) -> String {
+        let text = format!("{BASE}[sink]\n{sink}\n");
+        match from_toml(&text).and_then(|s| s.validate().map(|()| s)) {
+            Ok(_) => String::new(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn coalescing_keys_are_bounded_and_errors_name_the_key() {
+        assert_eq!(error("coalesce = false\ncoalesce_max_events = 10000"), "");
+        assert_eq!(error("coalesce_window = \"100ms\"\ncoalesce_in_flight = 16"), "");
+        assert_eq!(error("coalesce_max_bytes = \"64MiB\""), "");
+        for (sink, key) in [
+            ("coalesce_max_events = 0", "sink.coalesce_max_events"),
+            ("coalesce_max_events = 10001", "sink.coalesce_max_events"),
+            ("coalesce_in_flight = 0", "sink.coalesce_in_flight"),
+            ("coalesce_in_flight = 17", "sink.coalesce_in_flight"),
+            ("coalesce_window = \"101ms\"", "sink.coalesce_window"),
+            ("coalesce_max_bytes = \"512B\"", "sink.coalesce_max_bytes"),
+            ("coalesce_max_bytes = \"65MiB\"", "sink.coalesce_max_bytes"),
+            ("kind = \"stdout\"\ncoalesce = false", "sink.coalesce"),
+            ("kind = \"stdout\"\ncoalesce_window = \"1ms\"", "sink.coalesce_window"),
+        ] {
+            let message = error(sink);
+            assert!(message.starts_with(key), "{sink}: {message}");
+        }
+    }
+}

@@ -172,10 +172,10 @@ impl Settings {
                 "redis_stream needs store.backend = \"redis\" (the memory store has no stream)",
             ));
         }
-        if self.store.wait_replicas > 0 && !atomic {
+        if self.store.wait_replicas > 0 && self.store.backend == StoreBackend::Memory {
             return Err(ConfigError::invalid(
                 "store.wait_replicas",
-                "applies to sink.kind = \"redis_stream\" only",
+                "needs store.backend = \"redis\" (the memory store has no replicas)",
             ));
         }
         if self.sources.is_empty() && self.proxies.is_empty() {

@@ -97,10 +97,10 @@ pub struct StoreSettings {
     pub allow_eviction: bool,
     /// Memory backend: most dedup records held at once; when full, new events get 503.
     pub memory_max_records: usize,
-    /// Atomic mode: replicas that must confirm each write (`WAIT`) before the provider gets 2xx;
-    /// 0 = do not wait.
+    /// Redis store: replicas that must confirm each acknowledging write (`WAIT`: the atomic
+    /// script, a ledger's complete) before it is acknowledged; 0 = do not wait.
     pub wait_replicas: u32,
-    /// Atomic mode: how long `WAIT` may take; fewer confirmations by then answer 503.
+    /// How long `WAIT` may take; fewer confirmations by then answer 503.
     pub wait_timeout: HumanDuration,
 }
 

@@ -28,12 +28,14 @@ use super::coalesce::{Coalescer, Limits, Runner, Weight};
 use super::{within, Delivery, ForwardError, Forwarded, Forwarder};
 use crate::config::{Settings, SinkKind};
 use crate::metrics::{Metrics, STORE_BATCH_EVENTS, STORE_BATCH_REQUESTS};
-use crate::store::{RedisStartError, RedisStore, Script, StoreError};
+use crate::store::{RedisStartError, RedisStore, Script, StoreError, WaitReplicas};
 use crate::util::BoxFuture;
 
 /// KEYS[1] = stream, then per event (request after request) its record key and, with
 /// body_dedup, its body record key.
-/// ARGV = ttl ms, max_len (0 = no trim), source, provider, keys per event (1 or 2), then per
+/// ARGV = ttl ms, max_len (0 = no trim), source, provider, keys per event (1 or 2), confirm (`1`
+/// when `WAIT` follows: each duplicate's record of an accepted request is written again, same
+/// value and expiry, so that the `WAIT` behind the script covers it; else `0`), then per
 /// request: received_at, content_type (the request's, which the relay sends on; empty when
 /// absent), its number of events n, then per event of it: fingerprint, event_id, event_type, body.
 /// Returns one verdict per event, request after request: `n<entry ID>` new, `d<ack>` duplicate
@@ -41,14 +43,16 @@ use crate::util::BoxFuture;
 /// request was refused), `x<record>` a record in neither format.
 const FORWARD_SCRIPT: &str = r#"#!lua
 local per = tonumber(ARGV[5])
+local confirm = ARGV[6] == '1'
 local verdicts = {}
-local a = 6
+local a = 7
 local k = 2
 local v = 0
 while a <= #ARGV do
   local received_at, content_type, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
   a = a + 3
   local refused = false
+  local found = {}
   for i = 1, n do
     local fp = ARGV[a + 4 * (i - 1)]
     local key = k + per * (i - 1)
@@ -59,6 +63,7 @@ while a <= #ARGV do
         refused = true
       elseif string.sub(record, -#fp - 1) == ' ' .. fp then
         verdicts[v + i] = 'd' .. string.sub(record, 1, -#fp - 2)
+        found[i] = {KEYS[key], record}
       else
         verdicts[v + i] = 'm'
         refused = true
@@ -67,10 +72,14 @@ while a <= #ARGV do
       local seen = redis.call('GET', KEYS[key + 1])
       if seen then
         verdicts[v + i] = 'b' .. string.match(seen, '^%S*')
+        found[i] = {KEYS[key + 1], seen}
       end
     end
   end
   for i = 1, n do
+    if found[i] and confirm and not refused then
+      redis.call('SET', found[i][1], found[i][2], 'KEEPTTL')
+    end
     if verdicts[v + i] == nil then
       if refused then
         verdicts[v + i] = 'w'
@@ -108,13 +117,6 @@ return verdicts
 /// Atomic claim-and-append into a Redis Stream.
 pub struct RedisForwarder {
     coalescer: Coalescer<ScriptRunner>,
-}
-
-/// `WAIT` for replicas before acknowledging (`store.wait_replicas`, `store.wait_timeout`).
-#[derive(Debug, Clone, Copy)]
-pub struct WaitReplicas {
-    pub replicas: i64,
-    pub timeout: Duration,
 }
 
 /// Runs the script for one or more requests of one stream.
@@ -164,10 +166,7 @@ impl RedisForwarder {
         metrics: &Metrics,
     ) -> Result<Self, RedisStartError> {
         debug_assert_eq!(settings.sink.kind, SinkKind::RedisStream);
-        let wait = (settings.store.wait_replicas > 0).then(|| WaitReplicas {
-            replicas: i64::from(settings.store.wait_replicas),
-            timeout: settings.store.wait_timeout.0,
-        });
+        let wait = store.wait_replicas();
         let script = Script::new(FORWARD_SCRIPT);
         store.load(&[&script]).await?;
         let sink = &settings.sink;
@@ -267,7 +266,7 @@ impl ScriptRunner {
         self.store.timeout() + self.wait.map_or(Duration::ZERO, |w| w.timeout)
     }
 
-    /// One script call for `segments`, then (when any request is accepted) one `WAIT`.
+    /// One script call for `segments`, with `WAIT` in the same pipeline when waiting is on.
     async fn call(&self, stream: &Stream, segments: &[Segment]) -> Vec<Judged> {
         let keys: usize = segments.iter().map(|s| s.keys.len()).sum();
         let mut call = self.store.script(&self.script, 1 + keys);
@@ -281,7 +280,8 @@ impl ScriptRunner {
             .arg(self.max_len)
             .arg(&stream.source)
             .arg(stream.provider)
-            .arg(stream.keys_per_event);
+            .arg(stream.keys_per_event)
+            .arg(if self.wait.is_some() { "1" } else { "0" });
         for segment in segments {
             call.arg(segment.received_at_ms)
                 .arg(&segment.content_type)
@@ -295,8 +295,16 @@ impl ScriptRunner {
         }
         let invoked = async {
             let started = Instant::now();
-            let reply: Vec<Value> = call.invoke().await?;
+            // With wait_replicas, WAIT goes in the same pipeline, on the connection the script
+            // ran on: one WAIT covers every request of the call, the events just appended and,
+            // for duplicates, their records rewritten (replication is one ordered stream per
+            // master, so everything before them too).
+            let waited = call
+                .invoke_waiting::<Vec<Value>>(&stream.key, self.wait)
+                .await?;
             self.store_latency.record(started.elapsed().as_secs_f64());
+            let confirmation = waited.confirmation().map_err(|e| Arc::new(e.into()));
+            let reply = waited.reply;
             let mut judged = Vec::with_capacity(segments.len());
             let mut verdicts = reply.iter();
             for segment in segments {
@@ -313,33 +321,19 @@ impl ScriptRunner {
             if verdicts.next().is_some() {
                 return Err(StoreError::Protocol(format!("{reply:?}")).into());
             }
-            let accepted: Vec<bool> = judged
-                .iter()
-                .map(|verdicts| {
-                    verdicts
-                        .iter()
-                        .all(|f| matches!(f, Forwarded::New { .. } | Forwarded::Duplicate { .. }))
-                })
-                .collect();
-            let waited = match (self.wait, accepted.contains(&true)) {
-                // One WAIT covers every request of the call: the events just appended or, for
-                // duplicates, the original appends (replication is one ordered stream per
-                // server). It narrows the window in which a failover loses an acknowledged event
-                // to a failover onto an unconfirmed replica.
-                (Some(wait), true) => self
-                    .store
-                    .wait_for_replicas(&stream.key, wait.replicas, wait.timeout)
-                    .await
-                    .map_err(|e| Arc::new(ForwardError::from(e))),
-                _ => Ok(()),
-            };
             Ok::<_, ForwardError>(
                 judged
                     .into_iter()
-                    .zip(accepted)
-                    .map(|(verdicts, accepted)| match (&waited, accepted) {
-                        (Err(error), true) => Err(Arc::clone(error)),
-                        _ => Ok(verdicts),
+                    .map(|verdicts| {
+                        let accepted = verdicts.iter().all(|f| {
+                            matches!(f, Forwarded::New { .. } | Forwarded::Duplicate { .. })
+                        });
+                        // Fewer replicas than wanted: 503, never a 2xx that was not confirmed.
+                        // A refused request wrote nothing, so the count does not matter to it.
+                        match (&confirmation, accepted) {
+                            (Err(error), true) => Err(Arc::clone(error)),
+                            _ => Ok(verdicts),
+                        }
                     })
                     .collect(),
             )

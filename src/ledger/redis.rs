@@ -2,6 +2,13 @@
 //!
 //! Each operation is one script call (one round trip). The claim reads Redis's own clock (`TIME`)
 //! for lease deadlines, so replicas with skewed clocks agree on when a lease has expired.
+//!
+//! With `store.wait_replicas`, complete takes `WAIT` with it in the same pipeline (see
+//! [`crate::store::ScriptCall::invoke_waiting`]): its done record is what every later attempt
+//! is answered from — a webhook's duplicate, a proxy's replay — so it is confirmed before the
+//! front acknowledges. Claim and release do not wait: a claim acknowledges nothing (a lost one
+//! is met by complete, which writes the done record over a missing claim), and a lost release
+//! brings back a claim that blocks retries until its lease ends, never a loss.
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +16,7 @@ use metrics::Histogram;
 use redis::Value;
 
 use super::{judge_existing, new_token, Claim, Ledger};
-use crate::store::{with_timeout, RedisStartError, RedisStore, Script, StoreError};
+use crate::store::{with_timeout, RedisStartError, RedisStore, Script, StoreError, WaitReplicas};
 use crate::util::BoxFuture;
 
 /// KEYS[1] = record. ARGV = token, fingerprint, lease ms, hold ms.
@@ -63,6 +70,8 @@ pub struct RedisLedger {
     claim_latency: Histogram,
     complete_latency: Histogram,
     release_latency: Histogram,
+    /// `store.wait_replicas`: `WAIT` behind each complete.
+    wait: Option<WaitReplicas>,
 }
 
 impl RedisLedger {
@@ -77,6 +86,7 @@ impl RedisLedger {
             claim_latency: latency("claim"),
             complete_latency: latency("complete"),
             release_latency: latency("release"),
+            wait: store.wait_replicas(),
             store,
         };
         ledger
@@ -150,12 +160,20 @@ impl Ledger for RedisLedger {
                 .arg(token)
                 .arg(done)
                 .arg(ttl.as_millis() as u64);
-            let written: i64 = call.invoke().await?;
+            let waited = call.invoke_waiting::<i64>(key, self.wait).await?;
             self.complete_latency
                 .record(started.elapsed().as_secs_f64());
-            Ok(written == 1)
+            let written = waited.reply == 1;
+            if written {
+                // The done record is what answers every later attempt: acknowledged only once
+                // the replicas hold it. Not written (another token holds the key), there is
+                // nothing of ours to confirm.
+                waited.confirmation()?;
+            }
+            Ok(written)
         };
-        Box::pin(with_timeout(self.store.timeout(), call))
+        let wait = self.wait.map_or(Duration::ZERO, |w| w.timeout);
+        Box::pin(with_timeout(self.store.timeout() + wait, call))
     }
 
     fn release<'a>(

@@ -189,6 +189,12 @@ impl Proxy {
         match self.ledger.complete(key, token, &done, self.ttl).await {
             Ok(true) => None,
             Ok(false) => Some("claim was taken over before completion; not stored".to_owned()),
+            // The record is on the master, the replicas did not confirm it in time: a failover
+            // now could lose it, and the client's retry would then execute again.
+            Err(error @ StoreError::Replication { .. }) => Some(format!(
+                "response stored but not confirmed by the replicas: {}",
+                error_chain(&error)
+            )),
             Err(error) => Some(format!("response not stored: {}", error_chain(&error))),
         }
     }

@@ -258,7 +258,10 @@ pub async fn redeliver(
             record,
         });
     };
-    for stream in &keys.streams {
+    // The event's own partition holds its entry (every partition for a partitioned source
+    // with `body_dedup`): an entry of the same ID in another partition is another event's.
+    let partitions = keys.target.partitions_for_id(event_id);
+    for stream in partitions.iter().map(|p| &p.stream) {
         let copied = RelayScripts::new()
             .copy(store, stream, &keys.replays, &[entry_id.to_owned()], false)
             .await?;

@@ -8,8 +8,9 @@
 //! - sentinel: the master the sentinels name, asked again after a failover ([`super::sentinel`]).
 //!
 //! [`Connection`] is a `redis::aio::ConnectionLike`, so commands and pipelines run on it as on
-//! any redis-rs connection. What a topology changes beyond that — where `WAIT` runs, which
-//! servers readiness and the eviction check ask — is in the two methods below.
+//! any redis-rs connection. What a topology changes beyond that — where a script and its `WAIT`
+//! run together, which servers readiness and the eviction check ask — is in the two methods
+//! below.
 
 use std::time::Duration;
 
@@ -64,21 +65,26 @@ impl Connection {
             .map_err(fail)
     }
 
-    /// Runs `command` on the server that holds `key`: in a cluster the master of the key's slot
-    /// (so `WAIT` meets the writes of the script that ran there), elsewhere the one master.
-    pub(super) async fn on_key_node<T: FromRedisValue>(
+    /// Sends `pipeline` in one round trip over one connection to the server that holds `key`:
+    /// in a cluster the master of the key's slot, routed by redis-rs (`route_pipeline` to the
+    /// slot's master; a `MOVED` or `ASK` reply to any of its commands sends the whole pipeline
+    /// again to the node named), elsewhere the one master. The replies come back as sent,
+    /// server errors among them, for the caller to read one by one.
+    pub(super) async fn pipeline_on_key_node(
         &mut self,
-        command: Cmd,
+        pipeline: &redis::Pipeline,
+        count: usize,
         key: &str,
-    ) -> RedisResult<T> {
+    ) -> RedisResult<Vec<Value>> {
         match self {
             Self::Cluster(cluster) => {
                 let route = Route::with_key(key, SlotAddr::Master);
-                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-                let value = cluster.route_command(command, routing).await?;
-                Ok(T::from_redis_value(value)?)
+                let routing = SingleNodeRoutingInfo::SpecificNode(route);
+                cluster
+                    .route_pipeline(pipeline.clone(), 0, count, routing)
+                    .await
             }
-            other => command.query_async(other).await,
+            other => other.req_packed_commands(pipeline, 0, count).await,
         }
     }
 

@@ -8,7 +8,8 @@
 //! alternative is the memory ledger (`ledger::memory`).
 //!
 //! - [`redis`]: [`RedisStore`], a self-reconnecting connection with the store timeout on every
-//!   call, script invocation by SHA, `WAIT`, the start-up safety checks and the operator reads.
+//!   call, script invocation by SHA (with `WAIT` pipelined behind it when replicas must
+//!   confirm), the start-up safety checks and the operator reads.
 //! - `connection`: the one connection type over the three topologies, on redis-rs's own
 //!   clients; `sentinel`: the master found, and found again after a failover, via Sentinel.
 //! - [`record`]: the dedup record formats and the payload [`Fingerprint`].
@@ -28,7 +29,7 @@ use std::time::Duration;
 use crate::config::{StoreBackend, StoreSettings};
 
 pub use self::record::{Fingerprint, Record};
-pub use self::redis::{RedisStartError, RedisStore, Script, ScriptCall};
+pub use self::redis::{RedisStartError, RedisStore, Script, ScriptCall, WaitReplicas, Waited};
 pub use self::relay::RelayScripts;
 pub use self::streams::{is_missing_group, StreamEntry};
 

@@ -5,7 +5,8 @@
 //! restarted or a replica took over. Callers build a [`ScriptCall`] from a [`Script`] and its
 //! keys and arguments; they never see the connection, so how Redis is reached is this module's
 //! business alone. Every script keeps all its keys under one hash tag, so in a cluster each call
-//! runs on the one master of that slot.
+//! runs on the one master of that slot. With `store.wait_replicas`, an acknowledging script
+//! takes `WAIT` with it in one pipeline ([`ScriptCall::invoke_waiting`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,6 +87,92 @@ impl ScriptCall<'_> {
         };
         result.map_err(StoreError::Redis)
     }
+
+    /// Runs the script with `WAIT replicas timeout` pipelined behind it: both go in one write,
+    /// over one connection, to the server that holds `key` (one of the script's keys; in a
+    /// cluster, the master of its slot), so `WAIT` counts the replicas that hold every write
+    /// that connection made up to and including the script's. Sent apart, a reconnect between
+    /// the two would let `WAIT` run on a fresh connection that wrote nothing and confirm
+    /// nothing. Without `wait` this is [`Self::invoke`].
+    ///
+    /// `WAIT` runs whatever the script did, so the caller decides whether the count matters
+    /// ([`Waited::confirmation`]): a script that refused and wrote nothing has nothing to
+    /// confirm. On `NOSCRIPT` the script is loaded and both are sent again.
+    pub async fn invoke_waiting<T: FromRedisValue>(
+        self,
+        key: &str,
+        wait: Option<WaitReplicas>,
+    ) -> Result<Waited<T>, StoreError> {
+        let Some(wait) = wait else {
+            return Ok(Waited {
+                reply: self.invoke().await?,
+                wait: None,
+            });
+        };
+        let mut pipeline = redis::pipe();
+        pipeline
+            .add_command(self.command)
+            .cmd("WAIT")
+            .arg(wait.replicas)
+            .arg(wait.timeout.as_millis() as u64);
+        let mut connection = self.store.connection.clone();
+        let mut replies = connection.pipeline_on_key_node(&pipeline, 2, key).await?;
+        if is_noscript(replies.first()) {
+            let script = &self.script.0;
+            script.prepare_invoke().load_async(&mut connection).await?;
+            replies = connection.pipeline_on_key_node(&pipeline, 2, key).await?;
+        }
+        let mut replies = replies.into_iter();
+        let (Some(reply), Some(confirmed), None) = (replies.next(), replies.next(), replies.next())
+        else {
+            return Err(StoreError::Protocol(
+                "WAIT pipeline: not two replies".to_owned(),
+            ));
+        };
+        let reply = T::from_redis_value(reply.extract_error()?).map_err(redis::RedisError::from)?;
+        let confirmed =
+            i64::from_redis_value(confirmed.extract_error()?).map_err(redis::RedisError::from)?;
+        Ok(Waited {
+            reply,
+            wait: Some((confirmed, wait.replicas)),
+        })
+    }
+}
+
+fn is_noscript(reply: Option<&Value>) -> bool {
+    matches!(
+        reply,
+        Some(Value::ServerError(error)) if error.kind() == Some(redis::ServerErrorKind::NoScript)
+    )
+}
+
+/// How many replicas must confirm a write before it is acknowledged, and how long `WAIT` may
+/// take (`store.wait_replicas`, `store.wait_timeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitReplicas {
+    pub replicas: i64,
+    pub timeout: Duration,
+}
+
+/// A script's reply and, when `WAIT` ran behind it, how many replicas confirmed.
+#[derive(Debug)]
+pub struct Waited<T> {
+    pub reply: T,
+    /// (confirmed, wanted), when `WAIT` ran.
+    wait: Option<(i64, i64)>,
+}
+
+impl<T> Waited<T> {
+    /// Whether the write may be acknowledged: no wait was asked, or enough replicas confirmed
+    /// in time; fewer is [`StoreError::Replication`] (503), never a 2xx that was not confirmed.
+    pub fn confirmation(&self) -> Result<(), StoreError> {
+        match self.wait {
+            Some((confirmed, wanted)) if confirmed < wanted => {
+                Err(StoreError::Replication { confirmed, wanted })
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 impl From<redis::RedisError> for StoreError {
@@ -133,27 +220,13 @@ impl RedisStore {
         }
     }
 
-    /// `WAIT replicas timeout`: waits until `replicas` replicas hold every write this connection
-    /// made, on the server that owns `key` — in a cluster the master of its slot, reached over
-    /// the same connection the script ran on. Fewer in time is an error, so a caller never
-    /// acknowledges what was not confirmed.
-    pub async fn wait_for_replicas(
-        &self,
-        key: &str,
-        replicas: i64,
-        timeout: Duration,
-    ) -> Result<(), StoreError> {
-        let mut connection = self.connection.clone();
-        let mut wait = redis::cmd("WAIT");
-        wait.arg(replicas).arg(timeout.as_millis() as u64);
-        let confirmed: i64 = connection.on_key_node(wait, key).await?;
-        if confirmed < replicas {
-            return Err(StoreError::Replication {
-                confirmed,
-                wanted: replicas,
-            });
-        }
-        Ok(())
+    /// `store.wait_replicas` and `store.wait_timeout`, when waiting is on: what every write that
+    /// acknowledges something (the atomic script, a ledger's complete) runs `WAIT` with.
+    pub fn wait_replicas(&self) -> Option<WaitReplicas> {
+        (self.settings.wait_replicas > 0).then(|| WaitReplicas {
+            replicas: i64::from(self.settings.wait_replicas),
+            timeout: self.settings.wait_timeout.0,
+        })
     }
 
     /// Refuses a Redis that may evict keys, unless allowed; warns when `CONFIG` is not permitted.

@@ -1,6 +1,12 @@
 //! The relay's scripts: each changes a consumer group and its streams in one atomic step.
 //!
-//! Every key a call touches carries one source's hash tag, so a call lives in one Cluster slot.
+//! A script's keys share one hash tag, so a script lives in one Cluster slot. The keys of one
+//! call may not: a partitioned source's streams carry the partition's tag (`{<source>.<k>}`)
+//! while its dead letters and replay streams carry the source's (`{<source>}`). Such a call
+//! runs in steps, each on one slot ([`same_slot`] decides): dead-lettering checks ownership and
+//! reads the entry, appends the dead letter, then acknowledges if still owned — a relay that
+//! dies between the last two leaves the entry pending, and its successor may dead-letter it a
+//! second time (a duplicate dead letter, never a lost entry).
 //! Ownership is checked inside the scripts (`XPENDING` for the ID names this consumer), so a
 //! relay whose entry was taken over never refreshes, retries or dead-letters it.
 
@@ -88,6 +94,79 @@ end
 return 1
 "#;
 
+/// The entry's fields if it is still this consumer's (an empty reply when it is not, `{id}`
+/// alone when its data was deleted): the first step of a dead letter across slots.
+/// KEYS[1] = stream; ARGV = group, consumer, id.
+const OWNED_ENTRY: &str = r#"
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if #p == 0 or p[1][2] ~= ARGV[2] then
+  return {}
+end
+local e = redis.call('XRANGE', KEYS[1], ARGV[3], ARGV[3])
+if #e == 1 then
+  return e[1]
+end
+return {ARGV[3]}
+"#;
+
+/// Acknowledges an entry if it is still this consumer's (and deletes it when ARGV[4] = '1');
+/// 1 when it was. KEYS[1] = stream; ARGV = group, consumer, id, delete.
+const ACK_OWNED: &str = r#"
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if #p == 0 or p[1][2] ~= ARGV[2] then
+  return 0
+end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+if ARGV[4] == '1' then
+  redis.call('XDEL', KEYS[1], ARGV[3])
+end
+return 1
+"#;
+
+/// The fields a dead letter adds (and a copy leaves out, but `entry_id`), as `COPY_HELPERS`.
+const META: [&str; 6] = [
+    "route",
+    "attempts",
+    "last_status",
+    "last_error",
+    "dead_lettered_at",
+    "entry_id",
+];
+
+/// An entry's own fields without the dead-letter ones, and the ID of the original stream entry
+/// (its `entry_id` field when it has one, else `id`): the Rust twin of `COPY_HELPERS`.
+fn original(id: &str, fields: &[(String, Vec<u8>)]) -> (Vec<(String, Vec<u8>)>, String) {
+    let mut entry_id = id.to_owned();
+    let mut out = Vec::with_capacity(fields.len());
+    for (name, value) in fields {
+        if name == "entry_id" {
+            entry_id = String::from_utf8_lossy(value).into_owned();
+        } else if !META.contains(&name.as_str()) {
+            out.push((name.clone(), value.clone()));
+        }
+    }
+    (out, entry_id)
+}
+
+/// A key's hash tag as Redis Cluster computes it: the text between the first `{` and the next
+/// `}` when not empty, else the whole key.
+fn hash_tag(key: &str) -> &str {
+    if let Some(open) = key.find('{') {
+        if let Some(len) = key[open + 1..].find('}') {
+            if len > 0 {
+                return &key[open + 1..open + 1 + len];
+            }
+        }
+    }
+    key
+}
+
+/// Whether two keys are in one Cluster slot by construction (the same hash tag), so that one
+/// script may touch both on every topology.
+pub fn same_slot(a: &str, b: &str) -> bool {
+    hash_tag(a) == hash_tag(b)
+}
+
 /// Copies entries to a route's replay stream (their original fields and `entry_id`), deleting
 /// each from its stream when ARGV[1] = '1'; returns the IDs copied (a missing one is skipped).
 /// KEYS[1] = from, KEYS[2] = replay stream; ARGV = delete, id…
@@ -151,6 +230,8 @@ pub struct RelayScripts {
     dead_letter: Script,
     copy: Script,
     trim: Script,
+    owned_entry: Script,
+    ack_owned: Script,
 }
 
 /// Why an entry goes to the dead-letter stream.
@@ -177,10 +258,12 @@ impl RelayScripts {
             dead_letter: Script::new(&format!("{COPY_HELPERS}{DEAD_LETTER}")),
             copy: Script::new(&format!("{COPY_HELPERS}{COPY}")),
             trim: Script::new(TRIM),
+            owned_entry: Script::new(OWNED_ENTRY),
+            ack_owned: Script::new(ACK_OWNED),
         }
     }
 
-    pub fn all(&self) -> [&Script; 6] {
+    pub fn all(&self) -> [&Script; 8] {
         [
             &self.refresh,
             &self.begin,
@@ -188,6 +271,8 @@ impl RelayScripts {
             &self.dead_letter,
             &self.copy,
             &self.trim,
+            &self.owned_entry,
+            &self.ack_owned,
         ]
     }
 
@@ -245,9 +330,73 @@ impl RelayScripts {
             .map(drop)
     }
 
-    /// Dead-letters an owned entry and acknowledges it, atomically; false when not owned.
+    /// Dead-letters an owned entry and acknowledges it; false when not owned. Atomic when the
+    /// stream and the dead letters share a slot, else in three steps (see the module's doc).
     #[allow(clippy::too_many_arguments)]
     pub async fn dead_letter(
+        &self,
+        store: &RedisStore,
+        stream: &str,
+        dead_letters: &str,
+        group: &str,
+        consumer: &str,
+        id: &str,
+        why: &DeadLetter<'_>,
+        delete: bool,
+    ) -> Result<bool, StoreError> {
+        if same_slot(stream, dead_letters) {
+            return self
+                .dead_letter_in_one_slot(
+                    store,
+                    stream,
+                    dead_letters,
+                    group,
+                    consumer,
+                    id,
+                    why,
+                    delete,
+                )
+                .await;
+        }
+        let mut call = store.script(&self.owned_entry, 1);
+        call.arg(stream).arg(group).arg(consumer).arg(id);
+        let reply: Value = with_timeout(store.timeout(), call.invoke()).await?;
+        let Value::Array(reply) = reply else {
+            return Err(StoreError::Protocol(format!("owned entry {reply:?}")));
+        };
+        if reply.is_empty() {
+            return Ok(false);
+        }
+        let entry = super::streams::entries(&Value::Array(vec![Value::Array(reply)]))?;
+        let fields = entry.first().map(|e| e.fields.as_slice()).unwrap_or(&[]);
+        let (mut fields, entry_id) = original(id, fields);
+        let status = why.last_status.map(|s| s.to_string()).unwrap_or_default();
+        for (name, value) in [
+            ("route", why.route.to_owned()),
+            ("entry_id", entry_id),
+            ("attempts", why.attempts.to_string()),
+            ("last_status", status),
+            ("last_error", why.last_error.to_owned()),
+            ("dead_lettered_at", why.now_ms.to_string()),
+        ] {
+            fields.push((name.to_owned(), value.into_bytes()));
+        }
+        store.append(dead_letters, &fields).await?;
+        let mut call = store.script(&self.ack_owned, 1);
+        call.arg(stream)
+            .arg(group)
+            .arg(consumer)
+            .arg(id)
+            .arg(if delete { "1" } else { "0" });
+        // Not owned any more: another relay took the entry over since the first step, and the
+        // dead letter just written is a duplicate of what it may write (at least once).
+        with_timeout(store.timeout(), call.invoke::<i64>())
+            .await
+            .map(|n| n == 1)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn dead_letter_in_one_slot(
         &self,
         store: &RedisStore,
         stream: &str,
@@ -276,7 +425,9 @@ impl RelayScripts {
     }
 
     /// Copies `ids` from `from` to a route's replay stream; deletes them from `from` when
-    /// `delete`. Returns the IDs found and copied.
+    /// `delete`. Returns the IDs found and copied. Atomic when both keys share a slot; else
+    /// each entry is read, then appended, then (when `delete`) deleted, so a crash midway can
+    /// copy an entry twice but never lose one.
     pub async fn copy(
         &self,
         store: &RedisStore,
@@ -285,6 +436,22 @@ impl RelayScripts {
         ids: &[String],
         delete: bool,
     ) -> Result<Vec<String>, StoreError> {
+        if !same_slot(from, replays) {
+            let mut copied = Vec::new();
+            for id in ids {
+                let Some(entry) = store.range(from, id, id, 1).await?.into_iter().next() else {
+                    continue;
+                };
+                let (mut fields, entry_id) = original(id, &entry.fields);
+                fields.push(("entry_id".to_owned(), entry_id.into_bytes()));
+                store.append(replays, &fields).await?;
+                if delete {
+                    store.delete_entries(from, std::slice::from_ref(id)).await?;
+                }
+                copied.push(id.clone());
+            }
+            return Ok(copied);
+        }
         let mut call = store.script(&self.copy, 2);
         call.arg(from)
             .arg(replays)
@@ -298,5 +465,47 @@ impl RelayScripts {
         let mut call = store.script(&self.trim, 1);
         call.arg(stream);
         with_timeout(store.timeout(), call.invoke()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_tags_follow_the_cluster_rule() {
+        assert_eq!(hash_tag("hookonce:{stripe.2}:events"), "stripe.2");
+        assert_eq!(hash_tag("hookonce:{stripe}:dlq:billing"), "stripe");
+        assert_eq!(hash_tag("a{}b{c}"), "a{}b{c}");
+        assert_eq!(hash_tag("plain"), "plain");
+        assert!(same_slot(
+            "hookonce:{stripe}:events",
+            "hookonce:{stripe}:dlq:b"
+        ));
+        assert!(!same_slot(
+            "hookonce:{stripe.0}:events",
+            "hookonce:{stripe}:dlq:b"
+        ));
+    }
+
+    #[test]
+    fn a_copy_keeps_the_entry_fields_and_the_first_entry_id() {
+        let text = |pairs: &[(&str, &str)]| -> Vec<(String, Vec<u8>)> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                .collect()
+        };
+        let letter = text(&[
+            ("event_id", "evt_1"),
+            ("body", "{}"),
+            ("route", "billing"),
+            ("entry_id", "5-0"),
+            ("attempts", "3"),
+        ]);
+        let (fields, entry_id) = original("9-0", &letter);
+        assert_eq!(fields, text(&[("event_id", "evt_1"), ("body", "{}")]));
+        assert_eq!(entry_id, "5-0");
+        assert_eq!(original("7-1", &text(&[("a", "b")])).1, "7-1");
     }
 }

@@ -90,12 +90,15 @@ impl SentinelConnection {
     }
 
     /// Looks at a call's result; a failure that says "not the master any more" starts a
-    /// rediscovery.
-    fn observe<T>(&self, generation: u64, result: &RedisResult<T>) {
-        if let Err(error) = result {
-            if means_master_lost(error) {
-                self.rediscover(generation);
-            }
+    /// rediscovery. A server's error reply comes back as a value (`READONLY` from a demoted
+    /// master among them), so the replies are looked at too, every one of a pipeline's.
+    fn observe(&self, generation: u64, result: Result<&[Value], &RedisError>) {
+        let lost = match result {
+            Err(error) => means_master_lost(error),
+            Ok(replies) => replies.iter().any(says_master_lost),
+        };
+        if lost {
+            self.rediscover(generation);
         }
     }
 
@@ -171,6 +174,17 @@ async fn discover(
     ConnectionManager::new_with_config(client, config.clone()).await
 }
 
+/// Whether a reply is an error that says this server is no longer a writable master.
+fn says_master_lost(reply: &Value) -> bool {
+    matches!(
+        reply,
+        Value::ServerError(error) if matches!(
+            error.kind(),
+            Some(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
+        )
+    )
+}
+
 /// Whether an error means the connection no longer leads to a writable master.
 fn means_master_lost(error: &RedisError) -> bool {
     error.is_io_error()
@@ -191,7 +205,7 @@ impl ConnectionLike for SentinelConnection {
                 mut manager,
             } = self.current();
             let result = manager.req_packed_command(cmd).await;
-            self.observe(generation, &result);
+            self.observe(generation, result.as_ref().map(std::slice::from_ref));
             result
         })
     }
@@ -208,7 +222,7 @@ impl ConnectionLike for SentinelConnection {
                 mut manager,
             } = self.current();
             let result = manager.req_packed_commands(pipeline, offset, count).await;
-            self.observe(generation, &result);
+            self.observe(generation, result.as_deref());
             result
         })
     }

@@ -54,7 +54,7 @@ fn text(value: &Value) -> Option<String> {
 }
 
 /// `[[id, [field, value, …]], …]`; an entry whose fields are nil (deleted) has none.
-fn entries(value: &Value) -> Result<Vec<StreamEntry>, StoreError> {
+pub(super) fn entries(value: &Value) -> Result<Vec<StreamEntry>, StoreError> {
     let Value::Array(items) = value else {
         return Ok(Vec::new());
     };
@@ -238,6 +238,24 @@ impl RedisStore {
                 .query_async(&mut connection)
                 .await?;
             entries(&reply)
+        };
+        with_timeout(self.timeout, call).await
+    }
+
+    /// `XADD stream * field value…`: the new entry's ID.
+    pub async fn append(
+        &self,
+        stream: &str,
+        fields: &[(String, Vec<u8>)],
+    ) -> Result<String, StoreError> {
+        let mut connection = self.connection.clone();
+        let call = async move {
+            let mut command = redis::cmd("XADD");
+            command.arg(stream).arg("*");
+            for (name, value) in fields {
+                command.arg(name).arg(value.as_slice());
+            }
+            Ok(command.query_async::<String>(&mut connection).await?)
         };
         with_timeout(self.timeout, call).await
     }

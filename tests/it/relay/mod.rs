@@ -1,9 +1,12 @@
 //! The relay against real parts: a real redis-server, real HTTP workers of the harness
 //! (`support::relay_worker`), the daemon in this process (`TestApp` with `relay.enabled`) and the
-//! real binary (`hookonce relay` processes, killed with SIGKILL). Each topic is one file; this one
-//! holds what they share: routes with test-sized delays, events, configuration files for the
-//! binary, and reading the streams, groups and metrics.
+//! real binary (`hookonce relay` processes, killed with SIGKILL). Each topic is one file;
+//! `cluster.rs` runs the key scenarios again on a real Redis Cluster with a partitioned source.
+//! This one holds what they share: routes with test-sized delays, events, configuration files
+//! for the binary, and reading the streams, groups and metrics (from a standalone Redis or a
+//! cluster, [`ReadBack`]).
 
+mod cluster;
 mod dlq;
 mod recovery;
 mod retries;
@@ -16,8 +19,27 @@ use std::path::{Path, PathBuf};
 use hookonce::config::{RelaySettings, RouteSettings};
 
 use crate::support::binary::write;
+use crate::support::cluster::RedisCluster;
 use crate::support::settings::{default_sources, ms, secs, sources_toml};
 use crate::support::{eventually, now, RedisServer, TestApp};
+
+/// Where a test reads back what the relay did: a standalone Redis or a cluster (whose client
+/// follows `MOVED`, so every key is read from the master of its slot).
+pub trait ReadBack {
+    fn connect(&self) -> Box<dyn redis::ConnectionLike>;
+}
+
+impl ReadBack for RedisServer {
+    fn connect(&self) -> Box<dyn redis::ConnectionLike> {
+        Box::new(self.connection())
+    }
+}
+
+impl ReadBack for RedisCluster {
+    fn connect(&self) -> Box<dyn redis::ConnectionLike> {
+        Box::new(self.client())
+    }
+}
 
 /// The route's group on every stream it reads.
 pub fn group(route: &str) -> String {
@@ -104,11 +126,11 @@ pub fn ids(prefix: &str, n: usize) -> Vec<String> {
 
 /// Redis reply of `XINFO GROUPS stream`: per group, (pending, lag); lag is `None` when Redis
 /// cannot tell (a group that never read, or after deletions).
-pub fn groups(redis: &RedisServer, stream: &str) -> BTreeMap<String, (u64, Option<u64>)> {
+pub fn groups(redis: &impl ReadBack, stream: &str) -> BTreeMap<String, (u64, Option<u64>)> {
     let reply: Vec<redis::Value> = redis::cmd("XINFO")
         .arg("GROUPS")
         .arg(stream)
-        .query(&mut redis.connection())
+        .query(&mut *redis.connect())
         .unwrap_or_default();
     let mut groups = BTreeMap::new();
     for group in reply {
@@ -124,7 +146,7 @@ pub fn groups(redis: &RedisServer, stream: &str) -> BTreeMap<String, (u64, Optio
 }
 
 /// Waits until each route's group on `stream` exists, has nothing pending and nothing unread.
-pub async fn settled(redis: &RedisServer, stream: &str, routes: &[&str], seconds: u64) {
+pub async fn settled(redis: &impl ReadBack, stream: &str, routes: &[&str], seconds: u64) {
     eventually(
         seconds,
         &format!("{routes:?} to settle on {stream}"),
@@ -143,12 +165,12 @@ pub async fn settled(redis: &RedisServer, stream: &str, routes: &[&str], seconds
 pub type Entry = (String, BTreeMap<String, String>);
 
 /// Every entry of a stream, fields as text.
-pub fn xrange(redis: &RedisServer, stream: &str) -> Vec<Entry> {
+pub fn xrange(redis: &impl ReadBack, stream: &str) -> Vec<Entry> {
     let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
         .arg(stream)
         .arg("-")
         .arg("+")
-        .query(&mut redis.connection())
+        .query(&mut *redis.connect())
         .unwrap();
     reply
         .ids
@@ -167,10 +189,10 @@ pub fn xrange(redis: &RedisServer, stream: &str) -> Vec<Entry> {
         .collect()
 }
 
-pub fn xlen(redis: &RedisServer, stream: &str) -> u64 {
+pub fn xlen(redis: &impl ReadBack, stream: &str) -> u64 {
     redis::cmd("XLEN")
         .arg(stream)
-        .query(&mut redis.connection())
+        .query(&mut *redis.connect())
         .unwrap()
 }
 
@@ -212,9 +234,21 @@ pub const DEAD_LETTERS: &str = "hookonce_dead_letters";
 /// A configuration file for the `hookonce` binary: the default sources, this Redis, and
 /// `relay` written out as TOML (`extra` appended verbatim, e.g. route headers).
 pub fn config_file(dir: &Path, redis_url: &str, relay: &RelaySettings, extra: &str) -> PathBuf {
+    let store = format!("[store]\nbackend = \"redis\"\nredis_url = \"{redis_url}\"\n");
+    config_file_with(dir, &store, &default_sources(), relay, extra)
+}
+
+/// [`config_file`] with its own `[store]` table and sources.
+pub fn config_file_with(
+    dir: &Path,
+    store: &str,
+    sources: &BTreeMap<String, hookonce::config::SourceSettings>,
+    relay: &RelaySettings,
+    extra: &str,
+) -> PathBuf {
     let mut text = format!(
-        "[store]\nbackend = \"redis\"\nredis_url = \"{redis_url}\"\n\n[sink]\nkind = \"redis_stream\"\n\n{}\n",
-        sources_toml(&default_sources())
+        "{store}\n[sink]\nkind = \"redis_stream\"\n\n{}\n",
+        sources_toml(sources)
     );
     text.push_str(&format!(
         "[relay]\nenabled = {}\nclaim_idle = \"{}ms\"\n",

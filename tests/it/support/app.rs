@@ -61,6 +61,8 @@ pub struct Builder {
     settings: Settings,
     sink_file: PathBuf,
     dir: tempfile::TempDir,
+    /// The Redis at `store.redis_url` belongs to someone else: start none.
+    shared_redis: bool,
 }
 
 impl Builder {
@@ -100,12 +102,20 @@ impl Builder {
             settings,
             sink_file,
             dir,
+            shared_redis: false,
         }
     }
 
     /// Runs against this already started Redis instead of a fresh one.
     pub fn redis(mut self, redis: RedisServer) -> Self {
         self.redis = Some(redis);
+        self
+    }
+
+    /// Runs against a Redis another test part owns (another daemon's, say), at `url`.
+    pub fn shared_redis(mut self, url: String) -> Self {
+        self.settings.store.redis_url = ServiceUrl(url);
+        self.shared_redis = true;
         self
     }
 
@@ -159,8 +169,9 @@ impl Builder {
             mut settings,
             sink_file,
             dir,
+            shared_redis,
         } = self;
-        let external = settings.store.topology != StoreTopology::Standalone;
+        let external = shared_redis || settings.store.topology != StoreTopology::Standalone;
         let redis = match backend {
             // A cluster or a sentinel group is the test's own; its settings name it already.
             Backend::Redis if external => None,

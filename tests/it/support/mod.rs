@@ -15,6 +15,7 @@ pub mod nats;
 pub mod proxy;
 pub mod redis;
 pub mod relay_worker;
+pub mod replica;
 pub mod sentinel;
 pub mod settings;
 pub mod upstream;

@@ -103,6 +103,11 @@ impl RedisServer {
         self.spawn();
     }
 
+    /// The process ID of the running server (for signals such as SIGSTOP).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the server is running").id()
+    }
+
     pub fn connection(&self) -> redis::Connection {
         redis::Client::open(self.url())
             .unwrap()

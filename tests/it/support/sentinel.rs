@@ -191,6 +191,28 @@ impl SentinelGroup {
         );
     }
 
+    /// Asks a sentinel for a failover (`SENTINEL FAILOVER`): the replica is promoted and the
+    /// master, still running, is demoted to its replica (its clients are disconnected, and a
+    /// write reaching it gets `READONLY`).
+    pub fn failover(&self) {
+        let reply: Option<String> = sentinel_query(
+            self.sentinels[0].port,
+            &["SENTINEL", "FAILOVER", MASTER_NAME],
+        );
+        assert_eq!(reply.as_deref(), Some("OK"), "SENTINEL FAILOVER");
+    }
+
+    /// Waits until `port` is a replica of `master` with its link up.
+    pub fn wait_for_replica_of(&self, port: u16, master: u16) {
+        wait_for(20, "the demoted master to replicate the new one", || {
+            data_query::<String>(port, &["INFO", "replication"]).is_some_and(|text| {
+                text.contains("role:slave")
+                    && text.contains(&format!("master_port:{master}"))
+                    && text.contains("master_link_status:up")
+            })
+        });
+    }
+
     /// Waits until the sentinels name `port` as the master and it accepts writes.
     pub fn wait_for_master(&self, port: u16, seconds: u64) {
         wait_for(seconds, "the sentinels to promote the replica", || {

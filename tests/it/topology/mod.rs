@@ -5,28 +5,88 @@
 //! streams read back from Redis: every event that got a 2xx is there exactly once, and no event
 //! is there twice.
 
+mod cli;
 mod cluster;
 mod cluster_faults;
 mod partitions;
+mod proxy;
+mod replicas;
 mod sentinel;
+mod two_phase;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::support::cluster::RedisCluster;
-use crate::support::settings::{self, ms, STRIPE_SECRET};
+use crate::support::sentinel::{SentinelGroup, MASTER_NAME, MASTER_PASSWORD, SENTINEL_PASSWORD};
+use crate::support::settings::{self, ms, Secret, STRIPE_SECRET};
 use crate::support::{now, stripe_body, Backend, TestApp};
-use hookonce::config::{ServiceUrl, StoreTopology};
+use hookonce::config::{ServiceUrl, StoreSettings, StoreTopology};
 
-/// One source per master: names whose hash tag `{name}` lands on each master's slots, found by
-/// asking the cluster (`CLUSTER KEYSLOT`) rather than assuming a slot layout.
-pub fn sources_on_every_master(cluster: &RedisCluster) -> Vec<(String, u16)> {
+/// How a test's daemons reach its Redis: a cluster or a Sentinel group.
+#[derive(Clone, Copy)]
+pub enum Topology<'a> {
+    Cluster(&'a RedisCluster),
+    Sentinel(&'a SentinelGroup),
+}
+
+impl Topology<'_> {
+    /// Points `store` at the cluster's seed nodes or the sentinels (with their own password
+    /// and the data nodes').
+    pub fn store(self, store: &mut StoreSettings) {
+        store.timeout = ms(500);
+        match self {
+            Self::Cluster(cluster) => {
+                store.topology = StoreTopology::Cluster;
+                store.cluster_nodes = cluster.seeds().into_iter().map(ServiceUrl).collect();
+            }
+            Self::Sentinel(group) => {
+                store.topology = StoreTopology::Sentinel;
+                store.sentinels = group.sentinel_urls().into_iter().map(ServiceUrl).collect();
+                store.sentinel_master = Some(MASTER_NAME.to_owned());
+                store.sentinel_password = Some(Secret::literal(SENTINEL_PASSWORD).unwrap());
+                store.password = Some(Secret::literal(MASTER_PASSWORD).unwrap());
+            }
+        }
+    }
+
+    /// The same as a `[store]` table, for the `hookonce` binary.
+    pub fn store_toml(self) -> String {
+        let list = |urls: Vec<String>| {
+            urls.iter()
+                .map(|url| format!("{url:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            Self::Cluster(cluster) => format!(
+                "[store]\nbackend = \"redis\"\ntopology = \"cluster\"\ntimeout = \"500ms\"\n\
+                 cluster_nodes = [{}]\n",
+                list(cluster.seeds())
+            ),
+            Self::Sentinel(group) => format!(
+                "[store]\nbackend = \"redis\"\ntopology = \"sentinel\"\ntimeout = \"500ms\"\n\
+                 sentinels = [{}]\nsentinel_master = \"{MASTER_NAME}\"\n\
+                 sentinel_password = \"{SENTINEL_PASSWORD}\"\npassword = \"{MASTER_PASSWORD}\"\n",
+                list(group.sentinel_urls())
+            ),
+        }
+    }
+}
+
+/// Names `{prefix}0`, `{prefix}1`, … whose hash tag `{<tag_of(name)>}` lands on each master, one
+/// per master, found by asking the cluster (`CLUSTER KEYSLOT`).
+pub fn names_on_every_master(
+    cluster: &RedisCluster,
+    prefix: &str,
+    tag_of: impl Fn(&str) -> String,
+) -> Vec<(String, u16)> {
     let masters = cluster.masters();
     let mut chosen: BTreeMap<u16, String> = BTreeMap::new();
     for i in 0.. {
-        let name = format!("shop{i}");
-        let master = cluster.master_of_slot(cluster.keyslot(&format!("{{{name}}}")));
+        let name = format!("{prefix}{i}");
+        let master = cluster.master_of_slot(cluster.keyslot(&format!("{{{}}}", tag_of(&name))));
         chosen.entry(master).or_insert(name);
         if chosen.len() == masters.len() {
             break;
@@ -36,6 +96,12 @@ pub fn sources_on_every_master(cluster: &RedisCluster) -> Vec<(String, u16)> {
         .into_iter()
         .map(|(port, name)| (name, port))
         .collect()
+}
+
+/// One source per master: names whose hash tag `{name}` lands on each master's slots, found by
+/// asking the cluster (`CLUSTER KEYSLOT`) rather than assuming a slot layout.
+pub fn sources_on_every_master(cluster: &RedisCluster) -> Vec<(String, u16)> {
+    names_on_every_master(cluster, "shop", str::to_owned)
 }
 
 /// A daemon in this process on the cluster, with one Stripe source per name.
@@ -166,6 +232,48 @@ pub fn audit(
         assert!(
             attempt.status < 300 || attempt.status == 503,
             "{attempt:?}: only 2xx or 503 are expected"
+        );
+    }
+    (acknowledged.len(), attempts.len() - acknowledged.len())
+}
+
+/// The exactly-once audit of a two-phase run: every event that got a 2xx reached the sink once
+/// (`published()` counts the sink's events by ID) and its done record is still in Redis, so its
+/// redelivery now is a duplicate that publishes nothing. Returns (acknowledged, refused) counts.
+pub async fn audit_sink(
+    app: &TestApp,
+    attempts: &[Attempt],
+    published: impl Fn() -> BTreeMap<String, usize>,
+) -> (usize, usize) {
+    let before = published();
+    let mut acknowledged = Vec::new();
+    for attempt in attempts {
+        assert!(
+            attempt.status < 300 || attempt.status == 503,
+            "{attempt:?}: only 2xx or 503 are expected"
+        );
+        if attempt.status < 300 {
+            assert_eq!(before.get(&attempt.id), Some(&1), "{attempt:?} in the sink");
+            acknowledged.push(attempt);
+        }
+    }
+    for attempt in &acknowledged {
+        let again = app
+            .deliver(&attempt.source, &stripe_body(&attempt.id, 200), &now())
+            .await;
+        assert_eq!(again.status(), 200, "{attempt:?} redelivered");
+        assert_eq!(
+            again.headers()["idempotency-replayed"],
+            "true",
+            "{attempt:?}: its done record was lost"
+        );
+    }
+    let after = published();
+    for attempt in &acknowledged {
+        assert_eq!(
+            after.get(&attempt.id),
+            Some(&1),
+            "{attempt:?} published again"
         );
     }
     (acknowledged.len(), attempts.len() - acknowledged.len())

@@ -4,22 +4,12 @@
 
 use std::sync::Arc;
 
-use super::{audit, deliver, Load};
+use super::{audit, deliver, Load, Topology};
 use crate::support::binary::{hookonce, output_text, write};
 use crate::support::eventually;
 use crate::support::sentinel::{SentinelGroup, MASTER_NAME, MASTER_PASSWORD, SENTINEL_PASSWORD};
-use crate::support::settings::{self, ms, Secret, ServiceUrl, STRIPE_SECRET};
+use crate::support::settings::{self, ms, STRIPE_SECRET};
 use crate::support::{Backend, TestApp};
-use hookonce::config::{StoreSettings, StoreTopology};
-
-fn sentinel_store(group: &SentinelGroup, store: &mut StoreSettings) {
-    store.topology = StoreTopology::Sentinel;
-    store.sentinels = group.sentinel_urls().into_iter().map(ServiceUrl).collect();
-    store.sentinel_master = Some(MASTER_NAME.to_owned());
-    store.sentinel_password = Some(Secret::literal(SENTINEL_PASSWORD).unwrap());
-    store.password = Some(Secret::literal(MASTER_PASSWORD).unwrap());
-    store.timeout = ms(500);
-}
 
 /// With `wait_replicas = 1`, a Sentinel failover under load loses nothing acknowledged; the
 /// daemon asks the sentinels again and serves the new master without a restart.
@@ -28,7 +18,7 @@ async fn a_sentinel_failover_under_load_recovers_without_a_restart() {
     let mut group = SentinelGroup::start();
     let app = TestApp::builder(Backend::Redis)
         .store(|store| {
-            sentinel_store(&group, store);
+            Topology::Sentinel(&group).store(store);
             store.wait_replicas = 1;
             store.wait_timeout = ms(200);
         })
@@ -83,6 +73,55 @@ async fn a_sentinel_failover_under_load_recovers_without_a_restart() {
         "the event before the failover survived"
     );
     eprintln!("sentinel failover: {acknowledged} acknowledged, {refused} refused");
+}
+
+/// A failover the sentinels run while the old master stays up (`SENTINEL FAILOVER`): the old
+/// address still answers, as a replica (the sentinels drop its clients; a write reaching it gets
+/// `READONLY`), and the daemon must go back to the sentinels for the new master — no restart,
+/// nothing acknowledged lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demoted_master_answering_readonly_is_left_for_the_new_one() {
+    let group = SentinelGroup::start();
+    let app = TestApp::builder(Backend::Redis)
+        .store(|store| {
+            Topology::Sentinel(&group).store(store);
+            store.wait_replicas = 1;
+            store.wait_timeout = ms(200);
+        })
+        .source("shop", settings::source("stripe", STRIPE_SECRET))
+        .start()
+        .await;
+    let app = Arc::new(app);
+    let old_master = group.master();
+    let replica = group.other_data_node(old_master);
+    assert_eq!(deliver(&app, "shop", "evt_first").await, 200);
+
+    let load = Load::start(&app, &["shop".to_owned()]);
+    eventually(10, "events to flow", || async {
+        deliver(&app, "shop", "evt_warmup").await == 200
+    })
+    .await;
+    group.failover();
+    group.wait_for_master(replica, 20);
+    group.wait_for_replica_of(old_master, replica);
+    eventually(
+        15,
+        "events to be acknowledged by the new master",
+        || async {
+            let id = format!("evt_after_{}", rand::random::<u64>());
+            deliver(&app, "shop", &id).await == 200
+        },
+    )
+    .await;
+    let attempts = load.stop().await;
+
+    let mut master = group.data_connection(replica);
+    let (acknowledged, refused) = audit(&app, &attempts, &mut master);
+    assert!(acknowledged > 0, "{acknowledged} 2xx, {refused} 503");
+    let stream = &app.app.ingest.target("shop").unwrap().streams()[0];
+    let ids = super::stream_ids(&mut master, stream);
+    assert!(ids.contains(&"evt_first".to_owned()));
+    eprintln!("sentinel manual failover: {acknowledged} acknowledged, {refused} refused");
 }
 
 /// `check-config` and a failed start print neither the sentinels' nor the master's password.

@@ -33,9 +33,14 @@ async fn main() {
         .get_multiplexed_async_connection()
         .await
         .expect("connect to Redis");
-    // A second connection for the blocking read, so acknowledgements never wait behind it.
+    // A second connection for the blocking read, so acknowledgements never wait behind it. Its
+    // response timeout is above the read's BLOCK: a read given up on by the client would leave
+    // the entries it was handed pending for good (this relay never claims), and those pending
+    // entries would hold back `sink.trim = "acknowledged"` for the whole stream.
+    let reader_config = redis::AsyncConnectionConfig::new()
+        .set_response_timeout(Some(std::time::Duration::from_secs(5)));
     let mut reader = client
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&reader_config)
         .await
         .expect("connect to Redis");
     let _: Result<(), _> = redis

@@ -352,7 +352,10 @@ mod tests {
     #[test]
     fn coalescing_keys_are_bounded_and_errors_name_the_key() {
         assert_eq!(error("coalesce = false\ncoalesce_max_events = 10000"), "");
-        assert_eq!(error("coalesce_window = \"100ms\"\ncoalesce_in_flight = 16"), "");
+        assert_eq!(
+            error("coalesce_window = \"100ms\"\ncoalesce_in_flight = 16"),
+            ""
+        );
         assert_eq!(error("coalesce_max_bytes = \"64MiB\""), "");
         for (sink, key) in [
             ("coalesce_max_events = 0", "sink.coalesce_max_events"),
@@ -363,7 +366,10 @@ mod tests {
             ("coalesce_max_bytes = \"512B\"", "sink.coalesce_max_bytes"),
             ("coalesce_max_bytes = \"65MiB\"", "sink.coalesce_max_bytes"),
             ("kind = \"stdout\"\ncoalesce = false", "sink.coalesce"),
-            ("kind = \"stdout\"\ncoalesce_window = \"1ms\"", "sink.coalesce_window"),
+            (
+                "kind = \"stdout\"\ncoalesce_window = \"1ms\"",
+                "sink.coalesce_window",
+            ),
         ] {
             let message = error(sink);
             assert!(message.starts_with(key), "{sink}: {message}");

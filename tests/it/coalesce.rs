@@ -310,3 +310,77 @@ async fn on_a_cluster_each_stream_coalesces_on_its_own_master_partitions_include
     assert_eq!(seen.keys().cloned().collect::<BTreeSet<_>>(), expected);
     assert!(seen.values().all(|&n| n == 1), "{seen:?}");
 }
+
+/// `WAIT` calls Redis ran since its statistics were last reset.
+fn wait_calls(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_wait:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |calls| calls.parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_wait_replicas_one_wait_covers_a_call_and_an_unconfirmed_call_answers_503() {
+    let primary = RedisServer::start();
+    let port = primary.port.to_string();
+    let mut replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    eventually(10, "the replica to sync", || async {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut replica.connection())
+            .unwrap();
+        info.contains("master_link_status:up")
+    })
+    .await;
+    let t = TestApp::builder(Backend::Redis)
+        .redis(primary)
+        .store(|store| {
+            store.timeout = secs(5);
+            store.wait_replicas = 1;
+            store.wait_timeout = crate::support::settings::ms(300);
+        })
+        .sink(|sink| sink.coalesce = true)
+        .start()
+        .await;
+    let mut control = t.redis.as_ref().unwrap().connection();
+    assert_eq!(
+        t.deliver("stripe", &stripe_body("evt_m", 300), &now())
+            .await
+            .status(),
+        200
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut control)
+        .unwrap();
+
+    let requests: Vec<Request> = (0..12)
+        .map(|n| stripe(&t, "stripe", &format!("evt_{n}"), 300))
+        .collect();
+    let answers = send_held(&t, &mut control, &requests).await;
+    assert!(answers.iter().all(|a| *a == (200, false)), "{answers:?}");
+    let (calls, waits) = (evalsha_calls(&mut control), wait_calls(&mut control));
+    assert_eq!(calls, waits, "one WAIT per call");
+    assert!(calls <= 4, "{calls} calls for 12 requests");
+    // Every acknowledged event is on the replica.
+    let on_replica: u64 = redis::cmd("XLEN")
+        .arg("hookonce:{stripe}:events")
+        .query(&mut replica.connection())
+        .unwrap();
+    assert_eq!(on_replica, 13);
+
+    // No replica confirms: every accepted request of the call answers 503; the one refused as a
+    // mismatch wrote nothing and is answered 422 whatever the count.
+    replica.kill();
+    let mut requests: Vec<Request> = (12..20)
+        .map(|n| stripe(&t, "stripe", &format!("evt_{n}"), 300))
+        .collect();
+    requests.push(stripe(&t, "stripe", "evt_m", 500));
+    let answers = send_held(&t, &mut control, &requests).await;
+    assert!(
+        answers[..8].iter().all(|a| *a == (503, false)),
+        "{answers:?}"
+    );
+    assert_eq!(answers[8].0, 422);
+}

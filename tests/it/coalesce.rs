@@ -338,7 +338,7 @@ async fn with_wait_replicas_one_wait_covers_a_call_and_an_unconfirmed_call_answe
         .store(|store| {
             store.timeout = secs(5);
             store.wait_replicas = 1;
-            store.wait_timeout = crate::support::settings::ms(300);
+            store.wait_timeout = secs(1);
         })
         .sink(|sink| sink.coalesce = true)
         .start()

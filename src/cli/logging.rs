@@ -1,4 +1,8 @@
-//! The log subscriber: JSON or pretty lines, written by one background thread in batches.
+//! The log subscriber: JSON or pretty lines, written by one background thread in batches
+//! (`writer`); JSON lines are formatted by `json`.
+
+mod json;
+mod writer;
 
 use std::io::IsTerminal;
 
@@ -8,11 +12,9 @@ use crate::LogFormat;
 
 /// Sets up the log subscriber. Lines are formatted on the request's task but written by one
 /// background thread in batches (one `write` per batch instead of one per request); it never
-/// drops a line: when its queue is full, logging waits.
-pub(crate) fn init(
-    format: LogFormat,
-    settings: &Settings,
-) -> tracing_appender::non_blocking::WorkerGuard {
+/// drops a line: when too much is waiting to be written, logging waits. Dropping the guard
+/// writes the last lines.
+pub(crate) fn init(format: LogFormat, settings: &Settings) -> std::io::Result<writer::WriterGuard> {
     use std::io::Write;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
@@ -31,18 +33,20 @@ pub(crate) fn init(
         LogFormat::Pretty => false,
         LogFormat::Auto => !terminal,
     };
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .thread_name("hookonce-log")
-        .finish(std::io::BufWriter::with_capacity(64 * 1024, out));
+    let (writer, guard) = writer::spawn(out)?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)
         .with_ansi(terminal && !json);
     if json {
-        builder.json().flatten_event(true).init();
+        // The stock JSON format's field formatter (for spans) with hookonce's event formatter.
+        builder
+            .json()
+            .flatten_event(true)
+            .event_format(json::JsonLines::new())
+            .init();
     } else {
         builder.init();
     }
-    guard
+    Ok(guard)
 }

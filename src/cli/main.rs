@@ -111,7 +111,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             // Held until serve returns, so that the last log lines are written before exit.
-            let _log_writer = logging::init(cli.log_format, &settings);
+            let _log_writer =
+                logging::init(cli.log_format, &settings).context("cannot start logging")?;
             serve(settings)
         }
         Command::CheckConfig => {
@@ -138,7 +139,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Inspect(lookup) => inspect::run(&settings, &lookup, false),
         Command::Forget(lookup) => inspect::run(&settings, &lookup, true),
         Command::Relay => {
-            let _log_writer = logging::init(cli.log_format, &settings);
+            let _log_writer =
+                logging::init(cli.log_format, &settings).context("cannot start logging")?;
             relay::run_relay(settings)
         }
         Command::Dlq(command) => relay::dlq(&settings, &command),

@@ -454,11 +454,23 @@ async fn on_a_cluster_relay_processes_share_the_work_survive_a_kill_a_worker_out
     }
     let so_far: Vec<String> = sent.iter().map(|(id, _)| id.clone()).collect();
     worker.wait_acknowledged("audit", &so_far, 10).await;
-    let arrived = worker.deliveries().len();
+    let invoices: Vec<String> = sent
+        .iter()
+        .filter(|(_, t)| t.starts_with("invoice"))
+        .map(|(id, _)| id.clone())
+        .collect();
+    worker.wait_acknowledged("billing", &invoices, 10).await;
     worker.hold();
     send_to(&app, &name, "evt_held", "invoice.paid").await;
     sent.push(("evt_held".to_owned(), "invoice.paid"));
-    worker.wait_deliveries(arrived + 2, 10).await;
+    // Both routes' deliveries of it reached the worker (and wait there) before the kill.
+    crate::support::eventually(10, "evt_held to reach the worker on both routes", || {
+        let both = ["billing", "audit"]
+            .iter()
+            .all(|route| !worker.of(route, "evt_held").is_empty());
+        async move { both }
+    })
+    .await;
     a.kill();
     let killed = Instant::now();
     // The worker answers 200 into closed connections: the killed relay never learnt of it.

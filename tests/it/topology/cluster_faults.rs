@@ -75,14 +75,21 @@ async fn a_killed_master_answers_503_then_recovers_without_a_restart() {
 
 /// A slot moved to another master (`CLUSTER SETSLOT … MIGRATING/IMPORTING`, `MIGRATE`, then
 /// `SETSLOT … NODE`) while requests flow: the client follows `ASK` and `MOVED`, and no
-/// acknowledged event is lost.
+/// acknowledged event is lost. With `wait_replicas`, so that each script and its `WAIT` are
+/// redirected together, as one pipeline, to the slot's new master.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slot_resharded_under_load_loses_nothing() {
     let cluster = RedisCluster::start();
     let sources = sources_on_every_master(&cluster);
     let names: Vec<String> = sources.iter().map(|(name, _)| name.clone()).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let app = Arc::new(cluster_app(&cluster, &refs, |_| {}).await);
+    let app = Arc::new(
+        cluster_app(&cluster, &refs, |store| {
+            store.wait_replicas = 1;
+            store.wait_timeout = ms(200);
+        })
+        .await,
+    );
     let (moved_source, from) = sources[0].clone();
     let to = sources[1].1;
     let slot = cluster.keyslot(&format!("{{{moved_source}}}"));

@@ -18,14 +18,15 @@ use crate::support::worker::Worker;
 use crate::support::{with_id, Backend, RedisServer, TestApp};
 use hookonce::config::StoreSettings;
 
-const WAIT: Duration = Duration::from_millis(300);
+/// Long enough for a live replica's acknowledgement on a loaded machine (300 ms was not).
+const WAIT: Duration = Duration::from_millis(1000);
 /// Far above `WAIT` plus a loaded machine's scheduling, far below a hung request.
-const BOUND: Duration = Duration::from_secs(3);
+const BOUND: Duration = Duration::from_secs(5);
 
 fn waiting(store: &mut StoreSettings) {
     store.wait_replicas = 1;
     store.wait_timeout = ms(WAIT.as_millis() as u64);
-    store.timeout = ms(1000);
+    store.timeout = ms(2000);
 }
 
 fn get(connection: &mut redis::Connection, key: &str) -> Option<String> {

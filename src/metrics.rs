@@ -25,6 +25,8 @@ pub const HTTP_REQUESTS_TOTAL: &str = "hookonce_http_requests_total";
 pub const REQUEST_DURATION_SECONDS: &str = "hookonce_request_duration_seconds";
 pub const STORE_DURATION_SECONDS: &str = "hookonce_store_duration_seconds";
 pub const FORWARD_DURATION_SECONDS: &str = "hookonce_forward_duration_seconds";
+pub const STORE_BATCH_REQUESTS: &str = "hookonce_store_batch_requests";
+pub const STORE_BATCH_EVENTS: &str = "hookonce_store_batch_events";
 pub const BUILD_INFO: &str = "hookonce_build_info";
 pub const REQUESTS_IN_FLIGHT: &str = "hookonce_requests_in_flight";
 pub const BODY_READS_IN_FLIGHT: &str = "hookonce_body_reads_in_flight";
@@ -63,13 +65,16 @@ pub const UNKNOWN_SOURCE: &str = "_unknown";
 /// before the handler (405, 431); others (414) are registered on first use.
 const KNOWN_STATUSES: [u16; 12] = [200, 400, 401, 404, 405, 408, 409, 413, 422, 431, 500, 503];
 
+/// Requests or events per coalesced script call.
+const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0];
+
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
     10.0,
 ];
 
 /// Every metric's unit and help text.
-const HELP: [(&str, Unit, &str); 19] = [
+const HELP: [(&str, Unit, &str); 21] = [
     (EVENTS_TOTAL, Unit::Count, "Events by source and outcome."),
     (
         DUPLICATE_HITS_TOTAL,
@@ -95,6 +100,16 @@ const HELP: [(&str, Unit, &str); 19] = [
         FORWARD_DURATION_SECONDS,
         Unit::Seconds,
         "Latency of forwarding one event.",
+    ),
+    (
+        STORE_BATCH_REQUESTS,
+        Unit::Count,
+        "Requests per atomic-mode script call (several when concurrent requests coalesce).",
+    ),
+    (
+        STORE_BATCH_EVENTS,
+        Unit::Count,
+        "Events per atomic-mode script call.",
     ),
     (BUILD_INFO, Unit::Count, "Build information."),
     (
@@ -178,6 +193,11 @@ impl Metrics {
         let recorder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), LATENCY_BUCKETS)
             .expect("bucket list is non-empty")
+            .set_buckets_for_metric(
+                Matcher::Prefix("hookonce_store_batch_".to_owned()),
+                BATCH_BUCKETS,
+            )
+            .expect("bucket list is non-empty")
             .build_recorder();
         let handle = recorder.handle();
         let in_flight =
@@ -214,6 +234,9 @@ impl Metrics {
                     self.recorder.describe_gauge(name, None, text)
                 }
                 Unit::Seconds => self.recorder.describe_histogram(name, Some(unit), text),
+                _ if name.as_str().starts_with("hookonce_store_batch_") => {
+                    self.recorder.describe_histogram(name, None, text)
+                }
                 _ => self.recorder.describe_counter(name, None, text),
             }
         }

@@ -6,9 +6,17 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    ConfigError, HumanDuration, Secret, ServiceUrl, ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE,
+    ByteSize, ConfigError, HumanDuration, Secret, ServiceUrl, ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE,
     MAX_TIMEOUT,
 };
+
+/// `sink.coalesce` when not configured.
+pub const COALESCE_DEFAULT: bool = true;
+/// Bounds and defaults of the coalescing keys (atomic mode).
+pub const COALESCE_MAX_EVENTS: (u32, u32, u32) = (1, 64, 10_000);
+pub const COALESCE_MAX_BYTES: (u64, u64, u64) = (1024, 1 << 20, 64 << 20);
+pub const COALESCE_IN_FLIGHT: (u32, u32, u32) = (1, 1, 16);
+pub const MAX_COALESCE_WINDOW: std::time::Duration = std::time::Duration::from_millis(100);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -34,7 +42,16 @@ impl SinkKind {
     /// The sink's own keys; any other configured key is an error.
     fn keys(self) -> &'static [&'static str] {
         match self {
-            SinkKind::RedisStream => &["max_len", "trim", "sample_interval"],
+            SinkKind::RedisStream => &[
+                "max_len",
+                "trim",
+                "sample_interval",
+                "coalesce",
+                "coalesce_max_events",
+                "coalesce_max_bytes",
+                "coalesce_window",
+                "coalesce_in_flight",
+            ],
             SinkKind::Stdout => &["lease"],
             SinkKind::File => &["lease", "path"],
             SinkKind::Nats => &[
@@ -72,6 +89,20 @@ pub struct SinkSettings {
     /// redis_stream: how often `hookonce_stream_length` is sampled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sample_interval: Option<HumanDuration>,
+    /// redis_stream: run the script calls of concurrent requests for one stream as one call.
+    pub coalesce: bool,
+    /// redis_stream: the most events one coalesced call carries (a larger request goes alone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coalesce_max_events: Option<u32>,
+    /// redis_stream: the most bytes of bodies one coalesced call carries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coalesce_max_bytes: Option<ByteSize>,
+    /// redis_stream: how long a call waits for more requests before it goes; 0 = not at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coalesce_window: Option<HumanDuration>,
+    /// redis_stream: coalesced calls of one stream in flight at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coalesce_in_flight: Option<u32>,
     /// Two-phase sinks: how long a claim holds an event before another delivery may reclaim it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease: Option<HumanDuration>,
@@ -112,6 +143,11 @@ impl Default for SinkSettings {
             max_len: 0,
             trim: SinkTrim::None,
             sample_interval: None,
+            coalesce: COALESCE_DEFAULT,
+            coalesce_max_events: None,
+            coalesce_max_bytes: None,
+            coalesce_window: None,
+            coalesce_in_flight: None,
             lease: None,
             path: None,
             nats_url: None,
@@ -152,6 +188,24 @@ impl SinkSettings {
             .map_or(std::time::Duration::from_secs(10), |d| d.0)
     }
 
+    pub fn coalesce_max_events(&self) -> u32 {
+        self.coalesce_max_events.unwrap_or(COALESCE_MAX_EVENTS.1)
+    }
+
+    pub fn coalesce_max_bytes(&self) -> u64 {
+        self.coalesce_max_bytes
+            .map_or(COALESCE_MAX_BYTES.1, |b| b.0)
+    }
+
+    pub fn coalesce_window(&self) -> std::time::Duration {
+        self.coalesce_window
+            .map_or(std::time::Duration::ZERO, |d| d.0)
+    }
+
+    pub fn coalesce_in_flight(&self) -> u32 {
+        self.coalesce_in_flight.unwrap_or(COALESCE_IN_FLIGHT.1)
+    }
+
     pub fn subject(&self) -> &str {
         self.subject.as_deref().unwrap_or("hookonce.{source}")
     }
@@ -167,7 +221,8 @@ impl SinkSettings {
         if let Some(map) = configured.as_object() {
             for key in map.keys() {
                 let defaulted = (key == "max_len" && self.max_len == 0)
-                    || (key == "trim" && self.trim == SinkTrim::None);
+                    || (key == "trim" && self.trim == SinkTrim::None)
+                    || (key == "coalesce" && self.coalesce == COALESCE_DEFAULT);
                 if key != "kind" && !defaulted && !used.contains(&key.as_str()) {
                     return Err(ConfigError::invalid(
                         format!("sink.{key}"),
@@ -209,6 +264,43 @@ impl SinkSettings {
                 value.check(format!("sink.{key}"), ABOVE_ZERO, max)?;
             }
         }
+        if let Some(window) = self.coalesce_window {
+            window.check(
+                "sink.coalesce_window",
+                std::time::Duration::ZERO,
+                MAX_COALESCE_WINDOW,
+            )?;
+        }
+        for (key, value, (min, _, max)) in [
+            (
+                "coalesce_max_events",
+                self.coalesce_max_events,
+                COALESCE_MAX_EVENTS,
+            ),
+            (
+                "coalesce_in_flight",
+                self.coalesce_in_flight,
+                COALESCE_IN_FLIGHT,
+            ),
+        ] {
+            if let Some(value) = value {
+                if !(min..=max).contains(&value) {
+                    return Err(ConfigError::invalid(
+                        format!("sink.{key}"),
+                        format!("must be {min} to {max}"),
+                    ));
+                }
+            }
+        }
+        if let Some(bytes) = self.coalesce_max_bytes {
+            let (min, _, max) = COALESCE_MAX_BYTES;
+            if !(min..=max).contains(&bytes.0) {
+                return Err(ConfigError::invalid(
+                    "sink.coalesce_max_bytes",
+                    "must be 1KiB to 64MiB",
+                ));
+            }
+        }
         if let Some(url) = &self.url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(ConfigError::invalid(
@@ -240,5 +332,47 @@ impl SinkSettings {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::from_toml;
+
+    const BASE: &str = "[store]\nbackend = \"redis\"\n[sources.s]\nprovider = \"stripe\"\nsecrets = [\"whsec_x\"]\n";
+
+    fn error(sink: &str) -> String {
+        let text = format!("{BASE}[sink]\n{sink}\n");
+        match from_toml(&text).and_then(|s| s.validate().map(|()| s)) {
+            Ok(_) => String::new(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn coalescing_keys_are_bounded_and_errors_name_the_key() {
+        assert_eq!(error("coalesce = false\ncoalesce_max_events = 10000"), "");
+        assert_eq!(
+            error("coalesce_window = \"100ms\"\ncoalesce_in_flight = 16"),
+            ""
+        );
+        assert_eq!(error("coalesce_max_bytes = \"64MiB\""), "");
+        for (sink, key) in [
+            ("coalesce_max_events = 0", "sink.coalesce_max_events"),
+            ("coalesce_max_events = 10001", "sink.coalesce_max_events"),
+            ("coalesce_in_flight = 0", "sink.coalesce_in_flight"),
+            ("coalesce_in_flight = 17", "sink.coalesce_in_flight"),
+            ("coalesce_window = \"101ms\"", "sink.coalesce_window"),
+            ("coalesce_max_bytes = \"512B\"", "sink.coalesce_max_bytes"),
+            ("coalesce_max_bytes = \"65MiB\"", "sink.coalesce_max_bytes"),
+            ("kind = \"stdout\"\ncoalesce = false", "sink.coalesce"),
+            (
+                "kind = \"stdout\"\ncoalesce_window = \"1ms\"",
+                "sink.coalesce_window",
+            ),
+        ] {
+            let message = error(sink);
+            assert!(message.starts_with(key), "{sink}: {message}");
+        }
     }
 }

@@ -3,99 +3,124 @@
 //!
 //! The script runs by SHA through the store, which reloads it on `NOSCRIPT`. Its `#!lua` shebang
 //! without flags makes Redis refuse it *before* it runs when Redis is over `maxmemory`, so an
-//! out-of-memory Redis can never leave half a delivery behind. It reads every record of the
+//! out-of-memory Redis can never leave half a delivery behind. It reads every record of a
 //! request first and writes only when none is a mismatch, so a request answered 422 writes
 //! nothing; then, per new event, `XADD` comes before `SET`: a script torn by a crash can at worst
 //! forward an event whose record was lost (a duplicate), never record an event that was not
-//! forwarded (a loss). Every key of a source carries the source's hash tag, so the call touches
+//! forwarded (a loss). Every key of a source partition carries its hash tag, so the call touches
 //! one Redis Cluster slot. A single event is a request of one: the same script, the same three
 //! commands as a script written for one event.
+//!
+//! One call may carry several requests of one stream (`sink.coalesce`, see [`super::coalesce`]):
+//! the script takes them in order, each judged and written all or nothing on its own before the
+//! next is read, so a later request sees an earlier one's records exactly as if it came in a call
+//! of its own after it. A call that fails answers 503 to every request in it.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use metrics::Histogram;
 use redis::Value;
 
 use super::batch::Plan;
+use super::coalesce::{Coalescer, Limits, Runner, Weight};
 use super::{within, Delivery, ForwardError, Forwarded, Forwarder};
 use crate::config::{Settings, SinkKind};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, STORE_BATCH_EVENTS, STORE_BATCH_REQUESTS};
 use crate::store::{RedisStartError, RedisStore, Script, StoreError, WaitReplicas};
 use crate::util::BoxFuture;
 
-/// KEYS[1] = stream, then per event its record key and, with body_dedup, its body record key.
-/// ARGV = ttl ms, max_len (0 = no trim), source, provider, received_at, keys per event (1 or 2),
-/// content_type (the request's, which the relay sends on; empty when absent), confirm (`1` when
-/// `WAIT` follows: each duplicate's record is written again, same value and expiry, so that the
-/// `WAIT` behind the script covers it; else `0`), then per event: fingerprint, event_id,
-/// event_type, body.
-/// Returns one verdict per event: `n<entry ID>` new, `d<ack>` duplicate of its record, `b<ack>`
-/// duplicate of its body record, `m` mismatch, `w` withheld (new, but the request was refused),
-/// `x<record>` a record in neither format.
+/// KEYS[1] = stream, then per event (request after request) its record key and, with
+/// body_dedup, its body record key.
+/// ARGV = ttl ms, max_len (0 = no trim), source, provider, keys per event (1 or 2), confirm (`1`
+/// when `WAIT` follows: each duplicate's record of an accepted request is written again, same
+/// value and expiry, so that the `WAIT` behind the script covers it; else `0`), then per
+/// request: received_at, content_type (the request's, which the relay sends on; empty when
+/// absent), its number of events n, then per event of it: fingerprint, event_id, event_type, body.
+/// Returns one verdict per event, request after request: `n<entry ID>` new, `d<ack>` duplicate
+/// of its record, `b<ack>` duplicate of its body record, `m` mismatch, `w` withheld (new, but its
+/// request was refused), `x<record>` a record in neither format.
 const FORWARD_SCRIPT: &str = r#"#!lua
-local per = tonumber(ARGV[6])
-local n = (#KEYS - 1) / per
+local per = tonumber(ARGV[5])
+local confirm = ARGV[6] == '1'
 local verdicts = {}
-local found = {}
-local refused = false
-for i = 1, n do
-  local fp = ARGV[5 + 4 * i]
-  local key = KEYS[2 + per * (i - 1)]
-  local record = redis.call('GET', key)
-  if record then
-    if string.sub(record, 1, 2) == 'p ' then
-      verdicts[i] = 'x' .. record
-      refused = true
-    elseif string.sub(record, -#fp - 1) == ' ' .. fp then
-      verdicts[i] = 'd' .. string.sub(record, 1, -#fp - 2)
-      found[i] = {key, record}
-    else
-      verdicts[i] = 'm'
-      refused = true
-    end
-  elseif per == 2 then
-    local seen = redis.call('GET', KEYS[1 + per * i])
-    if seen then
-      verdicts[i] = 'b' .. string.match(seen, '^%S*')
-      found[i] = {KEYS[1 + per * i], seen}
-    end
-  end
-end
-for i = 1, n do
-  if found[i] and ARGV[8] == '1' and not refused then
-    redis.call('SET', found[i][1], found[i][2], 'KEEPTTL')
-  end
-  if verdicts[i] == nil then
-    if refused then
-      verdicts[i] = 'w'
-    else
-      local a = 5 + 4 * i
-      local id
-      if ARGV[2] == '0' then
-        id = redis.call('XADD', KEYS[1], '*',
-          'source', ARGV[3], 'provider', ARGV[4], 'event_id', ARGV[a + 1],
-          'event_type', ARGV[a + 2], 'received_at', ARGV[5], 'content_type', ARGV[7],
-          'body', ARGV[a + 3])
+local a = 7
+local k = 2
+local v = 0
+while a <= #ARGV do
+  local received_at, content_type, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+  a = a + 3
+  local refused = false
+  local found = {}
+  for i = 1, n do
+    local fp = ARGV[a + 4 * (i - 1)]
+    local key = k + per * (i - 1)
+    local record = redis.call('GET', KEYS[key])
+    if record then
+      if string.sub(record, 1, 2) == 'p ' then
+        verdicts[v + i] = 'x' .. record
+        refused = true
+      elseif string.sub(record, -#fp - 1) == ' ' .. fp then
+        verdicts[v + i] = 'd' .. string.sub(record, 1, -#fp - 2)
+        found[i] = {KEYS[key], record}
       else
-        id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*',
-          'source', ARGV[3], 'provider', ARGV[4], 'event_id', ARGV[a + 1],
-          'event_type', ARGV[a + 2], 'received_at', ARGV[5], 'content_type', ARGV[7],
-          'body', ARGV[a + 3])
+        verdicts[v + i] = 'm'
+        refused = true
       end
-      local done = id .. ' ' .. ARGV[a]
-      redis.call('SET', KEYS[2 + per * (i - 1)], done, 'PX', ARGV[1])
-      if per == 2 then
-        redis.call('SET', KEYS[1 + per * i], done, 'PX', ARGV[1])
+    elseif per == 2 then
+      local seen = redis.call('GET', KEYS[key + 1])
+      if seen then
+        verdicts[v + i] = 'b' .. string.match(seen, '^%S*')
+        found[i] = {KEYS[key + 1], seen}
       end
-      verdicts[i] = 'n' .. id
     end
   end
+  for i = 1, n do
+    if found[i] and confirm and not refused then
+      redis.call('SET', found[i][1], found[i][2], 'KEEPTTL')
+    end
+    if verdicts[v + i] == nil then
+      if refused then
+        verdicts[v + i] = 'w'
+      else
+        local e = a + 4 * (i - 1)
+        local key = k + per * (i - 1)
+        local id
+        if ARGV[2] == '0' then
+          id = redis.call('XADD', KEYS[1], '*',
+            'source', ARGV[3], 'provider', ARGV[4], 'event_id', ARGV[e + 1],
+            'event_type', ARGV[e + 2], 'received_at', received_at, 'content_type', content_type,
+            'body', ARGV[e + 3])
+        else
+          id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*',
+            'source', ARGV[3], 'provider', ARGV[4], 'event_id', ARGV[e + 1],
+            'event_type', ARGV[e + 2], 'received_at', received_at, 'content_type', content_type,
+            'body', ARGV[e + 3])
+        end
+        local done = id .. ' ' .. ARGV[e]
+        redis.call('SET', KEYS[key], done, 'PX', ARGV[1])
+        if per == 2 then
+          redis.call('SET', KEYS[key + 1], done, 'PX', ARGV[1])
+        end
+        verdicts[v + i] = 'n' .. id
+      end
+    end
+  end
+  a = a + 4 * n
+  k = k + per * n
+  v = v + n
 end
 return verdicts
 "#;
 
 /// Atomic claim-and-append into a Redis Stream.
 pub struct RedisForwarder {
+    coalescer: Coalescer<ScriptRunner>,
+}
+
+/// Runs the script for one or more requests of one stream.
+pub struct ScriptRunner {
     store: RedisStore,
     script: Script,
     max_len: u64,
@@ -103,8 +128,38 @@ pub struct RedisForwarder {
     wait: Option<WaitReplicas>,
 }
 
+/// What every request of one stream shares: the stream and its source.
+pub struct Stream {
+    key: String,
+    ttl_ms: u64,
+    source: String,
+    provider: &'static str,
+    keys_per_event: usize,
+}
+
+/// One request's part of a call: the events the store must judge, with everything the script
+/// needs of them, owned so that the call may run in another task.
+pub struct Segment {
+    /// Per event its record key and, with body_dedup, its body record key.
+    keys: Vec<String>,
+    received_at_ms: u64,
+    content_type: String,
+    events: Vec<EventArgs>,
+}
+
+struct EventArgs {
+    fingerprint: String,
+    event_id: String,
+    event_type: String,
+    body: Bytes,
+}
+
+/// One request's verdicts (one per judged event), or the error its whole call ended in.
+type Judged = Result<Vec<Forwarded>, Arc<ForwardError>>;
+
 impl RedisForwarder {
-    /// The forwarder for `sink.kind = "redis_stream"`, with `store.wait_replicas` when set.
+    /// The forwarder for `sink.kind = "redis_stream"`, with `store.wait_replicas` when set and
+    /// coalescing when `sink.coalesce` is on.
     pub async fn build(
         settings: &Settings,
         store: RedisStore,
@@ -114,12 +169,39 @@ impl RedisForwarder {
         let wait = store.wait_replicas();
         let script = Script::new(FORWARD_SCRIPT);
         store.load(&[&script]).await?;
-        Ok(Self {
+        let sink = &settings.sink;
+        // Off, a lane never queues: every request runs its own call at once, as many at once
+        // as there are requests.
+        let limits = if sink.coalesce {
+            Limits {
+                max_events: u64::from(sink.coalesce_max_events()),
+                max_bytes: sink.coalesce_max_bytes(),
+                window: sink.coalesce_window(),
+                in_flight: sink.coalesce_in_flight() as usize,
+            }
+        } else {
+            Limits {
+                max_events: 1,
+                max_bytes: 0,
+                window: Duration::ZERO,
+                in_flight: usize::MAX,
+            }
+        };
+        let requests = metrics.histogram(STORE_BATCH_REQUESTS, Vec::new());
+        let events = metrics.histogram(STORE_BATCH_EVENTS, Vec::new());
+        let observe = Box::new(move |n: usize, e: u64| {
+            requests.record(n as f64);
+            events.record(e as f64);
+        });
+        let runner = ScriptRunner {
             store,
             script,
             max_len: settings.sink.max_len,
             store_latency: metrics.store_op("forward"),
             wait,
+        };
+        Ok(Self {
+            coalescer: Coalescer::new(runner, limits, observe),
         })
     }
 
@@ -136,55 +218,149 @@ impl RedisForwarder {
             let spread = "the events of one request span partitions".to_owned();
             return Err(StoreError::Protocol(spread).into());
         };
-        let per_event = if target.body_dedup() { 2 } else { 1 };
-        let mut call = self
-            .store
-            .script(&self.script, 1 + per_event * plan.unique.len());
-        call.arg(&target.partitions()[partition].stream);
-        for planned in &plan.unique {
-            call.arg(&planned.key);
-            if let Some(body_key) = &planned.body_key {
-                call.arg(body_key);
-            }
-        }
-        call.arg(target.dedup_ttl.as_millis() as u64)
-            .arg(self.max_len)
-            .arg(&target.source)
-            .arg(target.provider)
-            .arg(first.delivery.received_at_ms)
-            .arg(per_event)
-            .arg(first.delivery.content_type.unwrap_or_default())
-            .arg(if self.wait.is_some() { "1" } else { "0" });
+        let keys_per_event = if target.body_dedup() { 2 } else { 1 };
+        let stream = &target.partitions()[partition].stream;
+        let mut segment = Segment {
+            keys: Vec::with_capacity(keys_per_event * plan.unique.len()),
+            received_at_ms: first.delivery.received_at_ms,
+            content_type: first.delivery.content_type.unwrap_or_default().to_owned(),
+            events: Vec::with_capacity(plan.unique.len()),
+        };
+        let mut weight = Weight::default();
         for planned in &plan.unique {
             let event = planned.delivery.event;
-            call.arg(&planned.fingerprint)
-                .arg(event.event_id())
-                .arg(event.event_type())
-                .arg(event.body().as_ref());
+            segment.keys.push(planned.key.clone());
+            if let Some(body_key) = &planned.body_key {
+                segment.keys.push(body_key.clone());
+            }
+            weight.events += 1;
+            weight.bytes += event.body().len() as u64;
+            segment.events.push(EventArgs {
+                fingerprint: planned.fingerprint.clone(),
+                event_id: event.event_id().to_owned(),
+                event_type: event.event_type().to_owned(),
+                body: event.body().clone(),
+            });
         }
-        let started = Instant::now();
-        // With wait_replicas, WAIT goes in the same pipeline, on the connection the script ran
-        // on; it covers the events just appended and, for duplicates, their records rewritten
-        // (replication is one ordered stream per master, so everything before them too).
-        let waited = call
-            .invoke_waiting::<Vec<Value>>(&first.key, self.wait)
-            .await?;
-        self.store_latency.record(started.elapsed().as_secs_f64());
-        let confirmation = waited.confirmation();
-        let reply = waited.reply;
-        if reply.len() != plan.unique.len() {
-            return Err(StoreError::Protocol(format!("{reply:?}")).into());
-        }
-        let judged = reply.iter().map(verdict).collect::<Result<Vec<_>, _>>()?;
-        let accepted = judged
-            .iter()
-            .all(|f| matches!(f, Forwarded::New { .. } | Forwarded::Duplicate { .. }));
-        if accepted {
-            // Fewer replicas than wanted: 503, never a 2xx that was not confirmed. A refused
-            // request wrote nothing, so its WAIT count does not matter.
-            confirmation?;
+        let context = || Stream {
+            key: stream.clone(),
+            ttl_ms: target.dedup_ttl.as_millis() as u64,
+            source: target.source.clone(),
+            provider: target.provider,
+            keys_per_event,
+        };
+        let judged = self
+            .coalescer
+            .submit(stream, context, segment, weight)
+            .await
+            .map_err(ForwardError::Shared)?;
+        if judged.len() != plan.unique.len() {
+            return Err(StoreError::Protocol("a verdict per event".to_owned()).into());
         }
         Ok(plan.answers(judged))
+    }
+}
+
+impl ScriptRunner {
+    fn deadline(&self) -> Duration {
+        self.store.timeout() + self.wait.map_or(Duration::ZERO, |w| w.timeout)
+    }
+
+    /// One script call for `segments`, with `WAIT` in the same pipeline when waiting is on.
+    async fn call(&self, stream: &Stream, segments: &[Segment]) -> Vec<Judged> {
+        let keys: usize = segments.iter().map(|s| s.keys.len()).sum();
+        let mut call = self.store.script(&self.script, 1 + keys);
+        call.arg(&stream.key);
+        for segment in segments {
+            for key in &segment.keys {
+                call.arg(key);
+            }
+        }
+        call.arg(stream.ttl_ms)
+            .arg(self.max_len)
+            .arg(&stream.source)
+            .arg(stream.provider)
+            .arg(stream.keys_per_event)
+            .arg(if self.wait.is_some() { "1" } else { "0" });
+        for segment in segments {
+            call.arg(segment.received_at_ms)
+                .arg(&segment.content_type)
+                .arg(segment.events.len());
+            for event in &segment.events {
+                call.arg(&event.fingerprint)
+                    .arg(&event.event_id)
+                    .arg(&event.event_type)
+                    .arg(event.body.as_ref());
+            }
+        }
+        let invoked = async {
+            let started = Instant::now();
+            // With wait_replicas, WAIT goes in the same pipeline, on the connection the script
+            // ran on: one WAIT covers every request of the call, the events just appended and,
+            // for duplicates, their records rewritten (replication is one ordered stream per
+            // master, so everything before them too).
+            let waited = call
+                .invoke_waiting::<Vec<Value>>(&stream.key, self.wait)
+                .await?;
+            self.store_latency.record(started.elapsed().as_secs_f64());
+            let confirmation = waited.confirmation().map_err(|e| Arc::new(e.into()));
+            let reply = waited.reply;
+            let mut judged = Vec::with_capacity(segments.len());
+            let mut verdicts = reply.iter();
+            for segment in segments {
+                let mine = verdicts
+                    .by_ref()
+                    .take(segment.events.len())
+                    .map(verdict)
+                    .collect::<Result<Vec<_>, _>>()?;
+                if mine.len() != segment.events.len() {
+                    return Err(StoreError::Protocol(format!("{reply:?}")).into());
+                }
+                judged.push(mine);
+            }
+            if verdicts.next().is_some() {
+                return Err(StoreError::Protocol(format!("{reply:?}")).into());
+            }
+            Ok::<_, ForwardError>(
+                judged
+                    .into_iter()
+                    .map(|verdicts| {
+                        let accepted = verdicts.iter().all(|f| {
+                            matches!(f, Forwarded::New { .. } | Forwarded::Duplicate { .. })
+                        });
+                        // Fewer replicas than wanted: 503, never a 2xx that was not confirmed.
+                        // A refused request wrote nothing, so the count does not matter to it.
+                        match (&confirmation, accepted) {
+                            (Err(error), true) => Err(Arc::clone(error)),
+                            _ => Ok(verdicts),
+                        }
+                    })
+                    .collect(),
+            )
+        };
+        match within(self.deadline(), invoked).await {
+            Ok(judged) => judged,
+            Err(error) => {
+                let error = Arc::new(error);
+                segments.iter().map(|_| Err(Arc::clone(&error))).collect()
+            }
+        }
+    }
+}
+
+impl Runner for ScriptRunner {
+    type Lane = Stream;
+    type Item = Segment;
+    type Output = Judged;
+
+    fn run<'a>(&'a self, lane: &'a Stream, items: &'a [Segment]) -> BoxFuture<'a, Vec<Judged>> {
+        Box::pin(self.call(lane, items))
+    }
+
+    fn lost(&self) -> Judged {
+        Err(Arc::new(
+            StoreError::Protocol("the store call ended without an answer".to_owned()).into(),
+        ))
     }
 }
 
@@ -214,12 +390,12 @@ impl Forwarder for RedisForwarder {
         &'a self,
         deliveries: &'a [Delivery<'a>],
     ) -> BoxFuture<'a, Result<Vec<Forwarded>, ForwardError>> {
-        let timeout = self.store.timeout() + self.wait.map_or(Duration::ZERO, |w| w.timeout);
+        let timeout = self.coalescer.runner().deadline();
         Box::pin(within(timeout, self.run(deliveries)))
     }
 
     fn ready(&self) -> BoxFuture<'_, bool> {
-        Box::pin(self.store.ping())
+        Box::pin(self.coalescer.runner().store.ping())
     }
 
     fn sink_label(&self) -> &'static str {

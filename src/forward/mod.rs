@@ -10,9 +10,11 @@
 //!   publishes them, the ledger completes the claims (docs/design.md, "Two-phase mode").
 //!
 //! [`batch::Plan`] is what both share: the keys of each event and the repeats within a request.
+//! [`coalesce`] groups the script calls of concurrent requests for one stream (atomic mode).
 
 pub mod atomic;
 pub mod batch;
+pub mod coalesce;
 pub mod target;
 pub mod two_phase;
 
@@ -72,6 +74,9 @@ pub enum ForwardError {
     Sink(#[source] SinkError),
     #[error("publish task failed: {0}")]
     Task(String),
+    /// The error of a store call that carried several requests, shared by each of them.
+    #[error(transparent)]
+    Shared(Arc<ForwardError>),
 }
 
 /// The exactly-once seam.

@@ -4,6 +4,7 @@
 mod behaviour;
 mod body_dedup;
 mod cli;
+mod coalesce;
 mod crash;
 mod hostile_config;
 mod hostile_http;

@@ -27,7 +27,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-/// hookonce's atomic-mode script, verbatim (src/forward/atomic.rs).
+/// The minimal form of hookonce's atomic-mode script (src/forward/atomic.rs): one event per call,
+/// no body records, no coalescing: GET, then XADD and SET for a new event.
 const FORWARD_SCRIPT: &str = r#"#!lua
 local record = redis.call('GET', KEYS[1])
 if record then

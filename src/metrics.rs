@@ -40,6 +40,7 @@ pub const PROXY_UPSTREAM_DURATION_SECONDS: &str = "hookonce_proxy_upstream_durat
 pub const PROXY_CLAIMS_HELD: &str = "hookonce_proxy_claims_held";
 pub const PROXY_OLDEST_CLAIM_SECONDS: &str = "hookonce_proxy_oldest_claim_seconds";
 pub const PROXY_LEASE_TAKEOVERS_TOTAL: &str = "hookonce_proxy_lease_takeovers_total";
+pub const PROXY_COMPLETION_FAILURES_TOTAL: &str = "hookonce_proxy_completion_failures_total";
 pub const RELAY_DELIVERIES_TOTAL: &str = "hookonce_relay_deliveries_total";
 pub const RELAY_ATTEMPT_DURATION_SECONDS: &str = "hookonce_relay_attempt_duration_seconds";
 pub const RELAY_END_TO_END_SECONDS: &str = "hookonce_relay_end_to_end_seconds";
@@ -74,7 +75,7 @@ const LATENCY_BUCKETS: &[f64] = &[
 ];
 
 /// Every metric's unit and help text.
-const HELP: [(&str, Unit, &str); 21] = [
+const HELP: [(&str, Unit, &str); 22] = [
     (EVENTS_TOTAL, Unit::Count, "Events by source and outcome."),
     (
         DUPLICATE_HITS_TOTAL,
@@ -171,6 +172,11 @@ const HELP: [(&str, Unit, &str); 21] = [
         PROXY_LEASE_TAKEOVERS_TOTAL,
         Unit::Count,
         "Claims taken over after their lease expired (the proxy holding them died).",
+    ),
+    (
+        PROXY_COMPLETION_FAILURES_TOTAL,
+        Unit::Count,
+        "Executed requests whose response does not protect their retries: not stored, taken over, or stored but not confirmed by the replicas.",
     ),
 ];
 
@@ -320,6 +326,10 @@ impl Metrics {
             claims_held: self.gauge(PROXY_CLAIMS_HELD, vec![label()]),
             oldest_claim: self.gauge(PROXY_OLDEST_CLAIM_SECONDS, vec![label()]),
             lease_takeovers: self.counter(PROXY_LEASE_TAKEOVERS_TOTAL, vec![label()]),
+            completion_failures: CompletionFailure::ALL.map(|f| {
+                let reason = Label::new("reason", f.label());
+                self.counter(PROXY_COMPLETION_FAILURES_TOTAL, vec![label(), reason])
+            }),
         }
     }
 
@@ -413,6 +423,31 @@ pub struct ProxyMetrics {
     /// Age in seconds of the oldest claim this process holds (0 when none).
     pub oldest_claim: Gauge,
     lease_takeovers: Counter,
+    completion_failures: [Counter; CompletionFailure::ALL.len()],
+}
+
+/// Why an executed request's response may not answer its retries
+/// (`hookonce_proxy_completion_failures_total{reason}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompletionFailure {
+    /// Its claim was taken over before completion: the response was not stored.
+    TakenOver,
+    /// Stored on the master, not confirmed by `store.wait_replicas` replicas in time.
+    Unconfirmed,
+    /// The store refused or failed the write: not stored.
+    StoreError,
+}
+
+impl CompletionFailure {
+    pub const ALL: [Self; 3] = [Self::TakenOver, Self::Unconfirmed, Self::StoreError];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::TakenOver => "taken_over",
+            Self::Unconfirmed => "unconfirmed",
+            Self::StoreError => "store_error",
+        }
+    }
 }
 
 impl ProxyMetrics {
@@ -425,5 +460,10 @@ impl ProxyMetrics {
     /// Counts a claim taken over after its lease expired.
     pub fn lease_taken_over(&self) {
         self.lease_takeovers.increment(1);
+    }
+
+    /// Counts an executed request whose response may not answer its retries.
+    pub fn completion_failed(&self, why: CompletionFailure) {
+        self.completion_failures[why as usize].increment(1);
     }
 }

@@ -19,6 +19,7 @@ use hyper::body::Incoming;
 use super::passthrough::{downstream, failed};
 use super::{error_chain, Ending, Keyed, Proxy, Reply};
 use crate::ledger::Claim;
+use crate::metrics::CompletionFailure;
 use crate::outcome::ProxyOutcome;
 use crate::proxy::response::StoredResponse;
 use crate::proxy::upstream::UpstreamError;
@@ -186,17 +187,28 @@ impl Proxy {
         stored: &StoredResponse,
     ) -> Option<String> {
         let done = record::done(&stored.encode(), fingerprint);
-        match self.ledger.complete(key, token, &done, self.ttl).await {
-            Ok(true) => None,
-            Ok(false) => Some("claim was taken over before completion; not stored".to_owned()),
+        let (why, detail) = match self.ledger.complete(key, token, &done, self.ttl).await {
+            Ok(true) => return None,
+            Ok(false) => (
+                CompletionFailure::TakenOver,
+                "claim was taken over before completion; not stored".to_owned(),
+            ),
             // The record is on the master, the replicas did not confirm it in time: a failover
             // now could lose it, and the client's retry would then execute again.
-            Err(error @ StoreError::Replication { .. }) => Some(format!(
-                "response stored but not confirmed by the replicas: {}",
-                error_chain(&error)
-            )),
-            Err(error) => Some(format!("response not stored: {}", error_chain(&error))),
-        }
+            Err(error @ StoreError::Replication { .. }) => (
+                CompletionFailure::Unconfirmed,
+                format!(
+                    "response stored but not confirmed by the replicas: {}",
+                    error_chain(&error)
+                ),
+            ),
+            Err(error) => (
+                CompletionFailure::StoreError,
+                format!("response not stored: {}", error_chain(&error)),
+            ),
+        };
+        self.metrics.completion_failed(why);
+        Some(detail)
     }
 
     /// Gives the claim up, so that the client's retry executes again.

@@ -35,6 +35,8 @@ pub const PROXY_CLAIMS_HELD: &str = "hookonce_proxy_claims_held";
 pub const PROXY_OLDEST_CLAIM: &str = "hookonce_proxy_oldest_claim_seconds";
 /// `hookonce_proxy_lease_takeovers_total{proxy}`.
 pub const PROXY_LEASE_TAKEOVERS: &str = "hookonce_proxy_lease_takeovers_total";
+/// `hookonce_proxy_completion_failures_total{proxy, reason}`.
+pub const PROXY_COMPLETION_FAILURES: &str = "hookonce_proxy_completion_failures_total";
 
 /// The `/metrics` page served on `addr`.
 pub async fn scrape(client: &reqwest::Client, addr: SocketAddr) -> String {

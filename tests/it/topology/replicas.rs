@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use crate::proxy::{self as proxy_suite, order};
-use crate::support::metrics::EVENTS;
+use crate::support::metrics::{EVENTS, PROXY_COMPLETION_FAILURES};
 use crate::support::replica::Replica;
 use crate::support::settings::{ms, secs, SinkKind, SinkSettings};
 use crate::support::upstream::Upstream;
@@ -238,6 +238,8 @@ async fn a_proxy_answer_waits_for_the_replica_to_hold_its_record() {
 
     let first = order(&t, "k-confirmed", b"{}").await;
     assert_eq!(first.status, 201);
+    let unconfirmed = [("proxy", proxy_suite::PROXY), ("reason", "unconfirmed")];
+    assert_eq!(t.metric(PROXY_COMPLETION_FAILURES, &unconfirmed).await, 0.0);
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg("hookonce:{p:orders}:k:*")
         .query(&mut replica.connection())
@@ -252,6 +254,8 @@ async fn a_proxy_answer_waits_for_the_replica_to_hold_its_record() {
     let took = started.elapsed();
     assert_eq!(executed.status, 201, "an executed request gets its answer");
     assert!(took >= WAIT && took < BOUND, "took {took:?}");
+    // Counted, so that an operator sees responses a failover could lose.
+    assert_eq!(t.metric(PROXY_COMPLETION_FAILURES, &unconfirmed).await, 1.0);
     replica.resume();
     let again = order(&t, "k-unconfirmed", b"{}").await;
     assert!(again.replayed(), "{again:?}");

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::support::cluster::{self, RedisCluster};
 use crate::support::metrics::{EVENTS, IN_FLIGHT};
+use crate::support::replica::Replica;
 use crate::support::settings::{self, secs, STRIPE_SECRET};
 use crate::support::{eventually, now, stripe_body, Backend, RedisServer, TestApp};
 use hookonce::config::{ServiceUrl, SourceSettings, StoreTopology};
@@ -323,16 +324,7 @@ fn wait_calls(conn: &mut redis::Connection) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_wait_replicas_one_wait_covers_a_call_and_an_unconfirmed_call_answers_503() {
     let primary = RedisServer::start();
-    let port = primary.port.to_string();
-    let mut replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
-    eventually(10, "the replica to sync", || async {
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query(&mut replica.connection())
-            .unwrap();
-        info.contains("master_link_status:up")
-    })
-    .await;
+    let mut replica = Replica::of(&primary);
     let t = TestApp::builder(Backend::Redis)
         .redis(primary)
         .store(|store| {

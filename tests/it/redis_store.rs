@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use crate::support::app::{App, StartError};
 use crate::support::metrics::{EVENTS, READY, STREAM_LENGTH};
 use crate::support::redis::free_port;
+use crate::support::replica::Replica;
 use crate::support::settings::{ms, source, ServiceUrl, Settings};
 use crate::support::{
     eventually, now, now_unix, stripe_body, with_id, Backend, RedisServer, TestApp,
@@ -305,16 +306,7 @@ async fn starts_with_a_warning_when_config_is_not_permitted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_replicas_acknowledges_only_replicated_writes() {
     let primary = RedisServer::start();
-    let port = primary.port.to_string();
-    let mut replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
-    eventually(10, "the replica to sync", || async {
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query(&mut replica.connection())
-            .unwrap();
-        info.contains("master_link_status:up")
-    })
-    .await;
+    let mut replica = Replica::of(&primary);
     let t = TestApp::builder(Backend::Redis)
         .redis(primary)
         .store(|s| {

@@ -56,6 +56,11 @@ impl Replica {
         self.wait_until_synced();
     }
 
+    /// Kills the replica (SIGKILL, which also ends a paused one): the master has none from now on.
+    pub fn kill(&mut self) {
+        self.server.kill();
+    }
+
     /// A connection to the replica, for reading what it holds.
     pub fn connection(&self) -> redis::Connection {
         assert!(!self.paused, "a paused replica does not answer");

@@ -119,10 +119,23 @@ pub enum ProxyOutcome {
     Unavailable,
     /// A keyed request whose body exceeds `server.body_limit`: 413.
     TooLarge,
+    /// A keyed request whose body framing is broken (chunked encoding): 400.
+    Malformed,
+    /// A keyed request whose body was not complete within `server.body_read_timeout`: 408.
+    BodyTimeout,
+    /// The client went away before its keyed body was complete: nobody hears the answer.
+    Aborted,
+    /// A request on a keyed method whose path is not in its one canonical spelling (`//`,
+    /// `/./`, `%`-encoded unreserved characters, `;` parameters, a trailing slash or letter case
+    /// that differ from a route): 400, never passed through unkeyed.
+    NonCanonicalPath,
+    /// The upstream began a storable answer that broke: the request was executed, its answer is
+    /// incomplete, and it and every retry get 502 until the key is forgotten.
+    Incomplete,
 }
 
 impl ProxyOutcome {
-    pub const ALL: [ProxyOutcome; 10] = [
+    pub const ALL: [ProxyOutcome; 15] = [
         ProxyOutcome::Executed,
         ProxyOutcome::Replayed,
         ProxyOutcome::InFlight,
@@ -133,6 +146,11 @@ impl ProxyOutcome {
         ProxyOutcome::Released,
         ProxyOutcome::Unavailable,
         ProxyOutcome::TooLarge,
+        ProxyOutcome::Malformed,
+        ProxyOutcome::BodyTimeout,
+        ProxyOutcome::Aborted,
+        ProxyOutcome::NonCanonicalPath,
+        ProxyOutcome::Incomplete,
     ];
 
     pub fn label(self) -> &'static str {
@@ -147,6 +165,11 @@ impl ProxyOutcome {
             ProxyOutcome::Released => "released",
             ProxyOutcome::Unavailable => "unavailable",
             ProxyOutcome::TooLarge => "too_large",
+            ProxyOutcome::Malformed => "malformed",
+            ProxyOutcome::BodyTimeout => "body_timeout",
+            ProxyOutcome::Aborted => "aborted",
+            ProxyOutcome::NonCanonicalPath => "non_canonical_path",
+            ProxyOutcome::Incomplete => "incomplete",
         }
     }
 

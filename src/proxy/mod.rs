@@ -258,6 +258,12 @@ impl Proxy {
             (ProxyOutcome::KeyReused, Ending::Refused) => Problem::KeyReused,
             (ProxyOutcome::InFlight, Ending::Refused) => Problem::InFlight,
             (ProxyOutcome::TooLarge, Ending::Refused) => Problem::TooLarge,
+            (ProxyOutcome::Malformed | ProxyOutcome::Aborted, Ending::Refused) => {
+                Problem::Malformed
+            }
+            (ProxyOutcome::BodyTimeout, Ending::Refused) => Problem::BodyTimeout,
+            (ProxyOutcome::NonCanonicalPath, Ending::Refused) => Problem::NonCanonicalPath,
+            (ProxyOutcome::Incomplete, Ending::Refused) => Problem::Incomplete,
             (_, Ending::Refused) => Problem::Unavailable,
         };
         problem.response(&self.retry_after)

@@ -18,6 +18,10 @@ pub enum Problem {
     Unavailable,
     UpstreamTimeout,
     UpstreamFailed,
+    Malformed,
+    BodyTimeout,
+    NonCanonicalPath,
+    Incomplete,
 }
 
 impl Problem {
@@ -29,7 +33,9 @@ impl Problem {
             Problem::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Problem::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Problem::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
-            Problem::UpstreamFailed => StatusCode::BAD_GATEWAY,
+            Problem::UpstreamFailed | Problem::Incomplete => StatusCode::BAD_GATEWAY,
+            Problem::Malformed | Problem::NonCanonicalPath => StatusCode::BAD_REQUEST,
+            Problem::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
         }
     }
 
@@ -66,6 +72,25 @@ impl Problem {
             Problem::UpstreamFailed => (
                 "Upstream unreachable",
                 "The service could not be reached; retry with the same Idempotency-Key.",
+            ),
+            Problem::Malformed => (
+                "Malformed request body",
+                "The request body's framing is broken; nothing was executed.",
+            ),
+            Problem::BodyTimeout => (
+                "Request body timed out",
+                "The request body was not complete in time; nothing was executed.",
+            ),
+            Problem::NonCanonicalPath => (
+                "Request path is not canonical",
+                "Send the path in its canonical form: no empty, '.' or '..' segments, no \
+                 percent-encoded unreserved characters, no ';' parameters, and the route's own \
+                 letter case and trailing slash.",
+            ),
+            Problem::Incomplete => (
+                "Upstream answer incomplete",
+                "The request was executed but its answer broke before it was complete; retries \
+                 with this Idempotency-Key get this answer until the key is forgotten.",
             ),
         }
     }

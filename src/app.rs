@@ -8,13 +8,15 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 
+use crate::admission::Admission;
+use crate::body::BodyReader;
 use crate::config::{ConfigError, Settings, SinkKind};
 use crate::forward;
 use crate::ledger::{self, Ledger};
 use crate::metrics::Metrics;
-use crate::proxy::Proxy;
+use crate::proxy::{self, Proxy};
 use crate::relay::{self, Relay, RelayError};
 use crate::store::{self, RedisStartError, RedisStore};
 use crate::webhooks::{self, Ingest};
@@ -24,8 +26,9 @@ pub struct App {
     pub settings: Settings,
     pub ingest: Ingest,
     pub metrics: Arc<Metrics>,
-    /// Admission control: one permit per request in flight (`server.max_in_flight`).
-    pub in_flight: Arc<Semaphore>,
+    /// Admission control: one permit per request in flight (`server.max_in_flight`), shared by
+    /// the webhook listener and every proxy.
+    pub admission: Arc<Admission>,
     /// The claim/complete/release ledger of this application's store.
     pub ledger: Arc<dyn Ledger>,
     /// The Redis connection, when that is the store (the stream-length sampler uses it).
@@ -73,11 +76,26 @@ impl App {
             ledger::build(redis.as_ref(), settings.store.memory_max_records, &metrics).await?;
         let forwarder =
             forward::build(&settings, redis.as_ref(), Arc::clone(&ledger), &metrics).await?;
-        let ingest = Ingest::build(&settings, forwarder, &metrics)?;
+        // One body reader and one permit pool for both fronts: a stalled client of either must
+        // not starve the other.
+        let body = Arc::new(BodyReader::from_settings(
+            &settings.server,
+            metrics.body_gauges(),
+        ));
+        let admission = Arc::new(Admission::new(
+            settings.server.max_in_flight,
+            metrics.in_flight.clone(),
+        ));
+        let ingest = Ingest::build(&settings, forwarder, Arc::clone(&body), &metrics)?;
+        let door = proxy::Door {
+            ledger: Arc::clone(&ledger),
+            body,
+            admission: Arc::clone(&admission),
+        };
         let proxies = settings
             .proxies
             .keys()
-            .filter_map(|name| Proxy::build(name, &settings, Arc::clone(&ledger), &metrics))
+            .filter_map(|name| Proxy::build(name, &settings, door.clone(), &metrics))
             .map(Arc::new)
             .collect();
         let relay = match (&redis, settings.relay.enabled) {
@@ -89,7 +107,7 @@ impl App {
             stop: watch::channel(false).0,
             relay_task: std::sync::Mutex::new(None),
             proxies,
-            in_flight: Arc::new(Semaphore::new(settings.server.max_in_flight)),
+            admission,
             settings,
             ingest,
             metrics,

@@ -6,6 +6,8 @@
 //! - [`config`]: typed settings, loaded from defaults, a TOML file and the environment. A leaf.
 //! - [`app`]: wires settings into a running application, one part at a time.
 //! - [`server`]: listeners, limits, timeouts, health, graceful shutdown.
+//! - [`body`] and [`admission`]: what both fronts share at their door: bodies read within their
+//!   size, deadline and memory budget, then one pool of `max_in_flight` permits.
 //! - [`webhooks`]: the webhook front: the configured sources, one request's pipeline
 //!   ([`webhooks::ingest`]) with the single outcome → HTTP mapping, and
 //!   [`webhooks::providers`], one module per signature scheme (raw request → verified events; pure).
@@ -23,7 +25,9 @@
 //! - [`metrics`]: every metric name in one place; [`outcome`]: the outcomes of a delivery.
 //! - [`util`]: a boxed future type and the wall clock.
 
+pub mod admission;
 pub mod app;
+pub mod body;
 pub mod config;
 pub mod event;
 pub mod forward;

@@ -105,6 +105,7 @@ impl Proxy {
             mut parts,
             body,
             peer,
+            _admitted,
         } = request;
         if let Err(detail) = self.upstream.prepare(&mut parts, peer) {
             self.release(&record_key, token).await;
@@ -112,7 +113,7 @@ impl Proxy {
         }
         let started = Instant::now();
         let timeout = self.upstream.timeout();
-        let exchange = self.exchange(Request::from_parts(parts, Body::from(body)));
+        let exchange = self.exchange(Request::from_parts(parts, Body::from(body.bytes.clone())));
         let result = tokio::time::timeout(timeout, exchange)
             .await
             .unwrap_or(Err(UpstreamError::Timeout(timeout)));

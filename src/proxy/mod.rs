@@ -8,7 +8,9 @@
 //! response again, a retry with another payload 422, one while the first is running 409
 //! (`problem`). Everything else passes through untouched, also while the store is down.
 //!
-//! Public API: [`Proxy::build`]`(name, &settings, ledger, &metrics)` per `[proxies.NAME]`;
+//! Public API: [`Proxy::build`]`(name, &settings, door, &metrics)` per `[proxies.NAME]`, where
+//! the [`Door`] is what every proxy shares with the webhook front (the ledger, the body reader and
+//! the admission pool);
 //! [`Proxy::handle`]`(request, peer)` answers one request (`server` calls it from the proxy's
 //! listener); [`Proxy::record_key`] is the store key `hookonce inspect` and `forget` read;
 //! [`Proxy::refresh_gauges`] updates the stuck-claim gauges (the metrics upkeep task).
@@ -30,8 +32,9 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response};
-use bytes::Bytes;
 
+use crate::admission::Admission;
+use crate::body::{BodyError, BodyReader, ReceivedBody};
 use crate::config::{ConfigError, Settings};
 use crate::ledger::Ledger;
 use crate::metrics::{Metrics, ProxyMetrics};
@@ -40,7 +43,7 @@ use claims::Claims;
 use key::KeyError;
 use problem::Problem;
 use response::StoredResponse;
-use route::Routes;
+use route::{Routes, Routing};
 use scope::Scope;
 use upstream::{Upstream, UpstreamError};
 
@@ -61,9 +64,20 @@ pub struct Proxy {
     body_limit: usize,
     retry_after: HeaderValue,
     ledger: Arc<dyn Ledger>,
+    body: Arc<BodyReader>,
+    admission: Arc<Admission>,
     upstream: Upstream,
     metrics: ProxyMetrics,
     claims: Claims,
+}
+
+/// What every proxy shares with the webhook front: the ledger its records live in, the body reader
+/// (deadline and memory budget) and the pool of admission permits.
+#[derive(Clone)]
+pub struct Door {
+    pub ledger: Arc<dyn Ledger>,
+    pub body: Arc<BodyReader>,
+    pub admission: Arc<Admission>,
 }
 
 /// How a request ended: the outcome that is counted, and what the client gets.
@@ -99,18 +113,17 @@ struct Keyed {
     record_key: String,
     fingerprint: String,
     parts: axum::http::request::Parts,
-    body: Bytes,
+    /// The body, holding its share of the body memory budget until the request is done.
+    body: ReceivedBody,
     peer: SocketAddr,
+    /// The admission permit, held by the request's own task until it is settled.
+    _admitted: crate::admission::Admitted,
 }
 
 impl Proxy {
-    /// The proxy `[proxies.<name>]` of validated `settings`, keeping its records in `ledger`.
-    pub fn build(
-        name: &str,
-        settings: &Settings,
-        ledger: Arc<dyn Ledger>,
-        metrics: &Metrics,
-    ) -> Option<Self> {
+    /// The proxy `[proxies.<name>]` of validated `settings`, keeping its records in the door's
+    /// ledger.
+    pub fn build(name: &str, settings: &Settings, door: Door, metrics: &Metrics) -> Option<Self> {
         let proxy = settings.proxies.get(name)?;
         let body_limit = settings.server.body_limit.0 as usize;
         let metrics = metrics.proxy(name);
@@ -131,7 +144,9 @@ impl Proxy {
             retry_statuses: proxy.retry_statuses.clone(),
             body_limit,
             retry_after: HeaderValue::from(settings.server.retry_after_secs),
-            ledger,
+            ledger: door.ledger,
+            body: door.body,
+            admission: door.admission,
             upstream: Upstream::new(proxy, body_limit),
             claims: Claims::new(metrics.claims_held.clone()),
             metrics,
@@ -159,10 +174,9 @@ impl Proxy {
         &self.scope_headers
     }
 
-    /// Answers a request that could not be admitted (`server.max_in_flight`).
-    pub fn overloaded(&self) -> Response<Body> {
-        let reply = Reply::refused(ProxyOutcome::Unavailable, "too many requests in flight");
-        self.finish(reply, &Method::GET, "", Instant::now())
+    /// The reply to a request that could not be admitted (`server.max_in_flight`).
+    fn overloaded() -> Reply {
+        Reply::refused(ProxyOutcome::Unavailable, "too many requests in flight")
     }
 
     /// Answers one request received on this proxy's listener from `peer`.
@@ -195,8 +209,16 @@ impl Proxy {
         peer: SocketAddr,
         started: Instant,
     ) -> Routed {
-        if !self.routes.matches(request.method(), request.uri().path()) {
-            return Routed::Reply(self.pass_through(request, peer).await);
+        let refused = |outcome, detail: String| Routed::Reply(Reply::refused(outcome, detail));
+        match self.routes.route(request.method(), request.uri().path()) {
+            Routing::Unrouted => return Routed::Reply(self.pass_through(request, peer).await),
+            Routing::NonCanonical => {
+                return refused(
+                    ProxyOutcome::NonCanonicalPath,
+                    "path not in canonical form".into(),
+                )
+            }
+            Routing::Keyed => {}
         }
         let key = match key::from_headers(request.headers()) {
             Ok(key) => key,
@@ -204,30 +226,30 @@ impl Proxy {
                 return Routed::Reply(self.pass_through(request, peer).await)
             }
             Err(KeyError::Missing) => {
-                return Routed::Reply(Reply::refused(
-                    ProxyOutcome::MissingKey,
-                    "no Idempotency-Key",
-                ))
+                return refused(ProxyOutcome::MissingKey, "no Idempotency-Key".into())
             }
             Err(KeyError::Invalid) => {
-                return Routed::Reply(Reply::refused(
-                    ProxyOutcome::InvalidKey,
-                    "malformed Idempotency-Key",
-                ))
+                return refused(ProxyOutcome::InvalidKey, "malformed Idempotency-Key".into())
             }
         };
         let (parts, body) = request.into_parts();
-        let body = match self.read_body(&parts.headers, body).await {
+        // The body first, under its own deadline and the shared memory budget, and only then a
+        // permit: a client that stalls its body never holds one (nor starves the webhooks).
+        let body = match self.body.read(&parts.headers, body).await {
             Ok(body) => body,
-            Err(reply) => return Routed::Reply(reply),
+            Err(error) => return refused(body_outcome(&error), error_chain(&error)),
+        };
+        let Some(admitted) = self.admission.try_admit() else {
+            return Routed::Reply(Self::overloaded());
         };
         let uri = &parts.uri;
         let keyed = Keyed {
             record_key: self.record_key(&parts.headers, &parts.method, uri.path(), &key),
-            fingerprint: scope::fingerprint(&parts.method, uri.path(), uri.query(), &body),
+            fingerprint: scope::fingerprint(&parts.method, uri.path(), uri.query(), &body.bytes),
             parts,
             body,
             peer,
+            _admitted: admitted,
         };
         // From the claim on, the request runs in a task of its own, answered, counted and logged
         // there: a client that disconnects must not strand a claim, lose the response its retry
@@ -241,7 +263,7 @@ impl Proxy {
         });
         match task.await {
             Ok(response) => Routed::Answered(response),
-            Err(error) => Routed::Reply(Reply::refused(ProxyOutcome::Unavailable, error)),
+            Err(error) => refused(ProxyOutcome::Unavailable, error.to_string()),
         }
     }
 
@@ -295,6 +317,17 @@ impl Proxy {
             tracing::info!(proxy = %self.name, outcome = outcome.label(), status, %method, path, latency_ms, detail);
         }
         response
+    }
+}
+
+/// The outcome of a keyed request whose body did not arrive.
+fn body_outcome(error: &BodyError) -> ProxyOutcome {
+    match error {
+        BodyError::DeclaredTooLarge(_) | BodyError::TooLarge => ProxyOutcome::TooLarge,
+        BodyError::TimedOut(_) => ProxyOutcome::BodyTimeout,
+        BodyError::MemoryFull => ProxyOutcome::Unavailable,
+        BodyError::Aborted(_) => ProxyOutcome::Aborted,
+        BodyError::Unreadable(_) => ProxyOutcome::Malformed,
     }
 }
 

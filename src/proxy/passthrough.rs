@@ -1,13 +1,11 @@
 //! The requests the proxy does not key: passed through to the upstream, streaming both ways and
-//! storing nothing; and the body reading of keyed requests, whose fingerprint covers the body.
+//! storing nothing.
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, Request, Response};
-use bytes::Bytes;
-use http_body_util::BodyExt;
+use axum::http::{Request, Response};
 
 use super::{error_chain, upstream, Ending, Proxy, Reply};
 use crate::outcome::ProxyOutcome;
@@ -15,30 +13,16 @@ use crate::util::declared_length;
 use upstream::UpstreamError;
 
 impl Proxy {
-    /// Reads a keyed request's body (the fingerprint covers it), up to `server.body_limit`.
-    pub(super) async fn read_body(&self, headers: &HeaderMap, body: Body) -> Result<Bytes, Reply> {
-        let too_large = || Reply::refused(ProxyOutcome::TooLarge, "body over server.body_limit");
-        if declared_length(headers).is_some_and(|n| n > self.body_limit as u64) {
-            return Err(too_large());
-        }
-        match http_body_util::Limited::new(body, self.body_limit)
-            .collect()
-            .await
-        {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-            Err(error) => Err(Reply::refused(
-                ProxyOutcome::Unavailable,
-                format!("cannot read the request body: {error}"),
-            )),
-        }
-    }
-
     /// Forwards a request that gets no idempotency, streaming both ways; stores nothing.
     pub(super) async fn pass_through(&self, request: Request<Body>, peer: SocketAddr) -> Reply {
         if declared_length(request.headers()).is_some_and(|n| n > self.body_limit as u64) {
             return Reply::refused(ProxyOutcome::TooLarge, "body over server.body_limit");
         }
+        // Streamed, so there is no body to wait for first: the permit is held from here until the
+        // upstream's head is back (`upstream_timeout` bounds it).
+        let Some(_admitted) = self.admission.try_admit() else {
+            return Self::overloaded();
+        };
         let (mut parts, body) = request.into_parts();
         let outcome = ProxyOutcome::PassedThrough;
         if let Err(detail) = self.upstream.prepare(&mut parts, peer) {

@@ -82,8 +82,13 @@ impl Routes {
                 Routing::NonCanonical
             };
         }
-        if canonical && self.patterns.iter().any(|p| matches(p, path, str::eq)) {
-            return Routing::Keyed;
+        if self.patterns.iter().any(|p| matches(p, path, str::eq)) {
+            // Matched as sent, yet not canonical: a `*` that is `.`, `..` or carries an escape.
+            return if canonical {
+                Routing::Keyed
+            } else {
+                Routing::NonCanonical
+            };
         }
         // Another spelling of a routed path: the normal form, trailing slash off, letter case
         // folded, against every pattern with its own trailing slash off too.
@@ -196,7 +201,11 @@ mod tests {
         assert!(!all.matches(&Method::GET, "/anything"));
         assert!(!all.matches(&Method::PUT, "/anything"));
         for path in ["//a", "/a/./b", "/a/../b", "/%61", "/a;x", "/a//", "/a/%2f"] {
-            assert_eq!(all.route(&Method::POST, path), Routing::NonCanonical, "{path}");
+            assert_eq!(
+                all.route(&Method::POST, path),
+                Routing::NonCanonical,
+                "{path}"
+            );
             assert_eq!(all.route(&Method::GET, path), Routing::Unrouted, "{path}");
         }
     }
@@ -240,7 +249,11 @@ mod tests {
             "/v1/orders/%34%32/refunds",
             "/v1/orders/42/refunds/",
         ] {
-            assert_eq!(r.route(&Method::POST, path), Routing::NonCanonical, "{path}");
+            assert_eq!(
+                r.route(&Method::POST, path),
+                Routing::NonCanonical,
+                "{path}"
+            );
             // Methods that get no idempotency pass through whatever the spelling.
             assert_eq!(r.route(&Method::GET, path), Routing::Unrouted, "{path}");
         }

@@ -1,7 +1,7 @@
 //! One request's pipeline, and the one place where outcomes become HTTP answers
 //! (docs/design.md, "Outcomes and status codes").
 //!
-//! body (bounded: [`super::body`]) → admission (the server's) → provider verification over the
+//! body (bounded: [`crate::body`]) → admission (the server's) → provider verification over the
 //! raw bytes → forward each event → acknowledge. Every request ends in exactly one [`Reply`]: it
 //! is counted, logged once and turned into a response here, whichever step it stopped at.
 //! Requests refused before they reach this pipeline (by hyper or the router) are counted here too,
@@ -16,8 +16,8 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
-use super::body::{BodyReader, ReceivedBody};
 use super::Source;
+use crate::body::{BodyError, BodyReader, ReceivedBody};
 use crate::forward::{Delivery, Forwarded, Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics, UNKNOWN_SOURCE};
 use crate::outcome::Outcome;
@@ -31,7 +31,7 @@ pub struct Ingest {
     forwarder: Arc<dyn Forwarder>,
     metrics: Arc<Metrics>,
     forward_latency: metrics::Histogram,
-    body: BodyReader,
+    body: Arc<BodyReader>,
     request_timeout: Duration,
     retry_after: HeaderValue,
 }
@@ -75,7 +75,7 @@ impl Ingest {
         sources: HashMap<String, Source>,
         forwarder: Arc<dyn Forwarder>,
         metrics: Arc<Metrics>,
-        body: BodyReader,
+        body: Arc<BodyReader>,
         request_timeout: Duration,
         retry_after_secs: u32,
     ) -> Self {
@@ -123,7 +123,7 @@ impl Ingest {
                 started,
             }),
             Err(error) => {
-                let reply = Reply::rejected(error.outcome(), error_chain(&error));
+                let reply = Reply::rejected(body_outcome(&error), error_chain(&error));
                 Err(self.finish(&source, reply, started))
             }
         }
@@ -331,6 +331,17 @@ pub fn status_of(outcome: Outcome) -> StatusCode {
         Outcome::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         Outcome::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         Outcome::UnknownSource => StatusCode::NOT_FOUND,
+    }
+}
+
+/// The outcome of a request whose body did not arrive.
+fn body_outcome(error: &BodyError) -> Outcome {
+    match error {
+        BodyError::DeclaredTooLarge(_) | BodyError::TooLarge => Outcome::TooLarge,
+        BodyError::TimedOut(_) => Outcome::BodyTimeout,
+        BodyError::MemoryFull => Outcome::Unavailable,
+        BodyError::Aborted(_) => Outcome::Aborted,
+        BodyError::Unreadable(_) => Outcome::Malformed,
     }
 }
 

@@ -6,7 +6,6 @@
 //! - this file: the configured sources, each a provider (its signature scheme) and a
 //!   [`Target`] (its keys, stream and dedup window), built once from the settings.
 
-pub mod body;
 pub mod ingest;
 pub mod partitions;
 pub mod providers;
@@ -14,6 +13,7 @@ pub mod providers;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::body::BodyReader;
 use crate::config::{ConfigError, Settings, SourceSettings};
 use crate::forward::{Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics};
@@ -72,10 +72,12 @@ fn target(
 }
 
 impl Ingest {
-    /// The pipeline for every configured source, forwarding through `forwarder`.
+    /// The pipeline for every configured source, reading bodies with `body` (the reader both
+    /// fronts share) and forwarding through `forwarder`.
     pub fn build(
         settings: &Settings,
         forwarder: Arc<dyn Forwarder>,
+        body: Arc<BodyReader>,
         metrics: &Arc<Metrics>,
     ) -> Result<Self, ConfigError> {
         let mut sources = HashMap::new();
@@ -92,21 +94,13 @@ impl Ingest {
                 },
             );
         }
-        let server = &settings.server;
-        // The body's deadline lies within the request's: whichever is shorter cuts a slow body.
-        let body = body::BodyReader::new(
-            usize::try_from(server.body_limit.0).unwrap_or(usize::MAX),
-            server.body_read_timeout.0.min(server.request_timeout.0),
-            usize::try_from(server.body_memory_limit.0).unwrap_or(usize::MAX),
-            metrics.body_gauges(),
-        );
         Ok(Ingest::new(
             sources,
             forwarder,
             Arc::clone(metrics),
             body,
-            server.request_timeout.0,
-            server.retry_after_secs,
+            settings.server.request_timeout.0,
+            settings.server.retry_after_secs,
         ))
     }
 }

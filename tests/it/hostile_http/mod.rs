@@ -1,5 +1,6 @@
 //! Hostile HTTP: clients that stall or abandon their bodies, and requests refused before the
 //! webhook handler. Each ends with its documented status, writes nothing and is counted.
 
+mod early_answers;
 mod refused;
 mod slow_bodies;

@@ -9,6 +9,7 @@
 
 mod concurrency;
 mod crash;
+mod edges;
 mod metrics;
 mod replay;
 mod store;

@@ -87,3 +87,86 @@ pub async fn finish_slow_request(mut stream: TcpStream, body: &[u8]) -> String {
         .unwrap();
     String::from_utf8_lossy(&response[..n]).into_owned()
 }
+
+/// How [`send_slowly`] frames a body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// `Content-Length` declares the whole body.
+    Length,
+    /// `Transfer-Encoding: chunked`, one HTTP chunk per write.
+    Chunked,
+}
+
+/// Sends `POST path` with `headers` and a body of `total` bytes in writes of `chunk` bytes with
+/// `pause` between them, as a client does that writes its whole body before it reads; returns the
+/// connection for the answer, or the first write error (a reset by a server that closed early).
+pub async fn send_slowly(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    framing: Framing,
+    total: usize,
+    chunk: usize,
+    pause: Duration,
+) -> std::io::Result<TcpStream> {
+    let mut stream = TcpStream::connect(addr).await?;
+    let mut head = format!("POST {path} HTTP/1.1\r\nHost: test\r\n");
+    match framing {
+        Framing::Length => head.push_str(&format!("Content-Length: {total}\r\n")),
+        Framing::Chunked => head.push_str("Transfer-Encoding: chunked\r\n"),
+    }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await?;
+    let data = vec![b'x'; chunk];
+    let mut sent = 0;
+    while sent < total {
+        let n = chunk.min(total - sent);
+        if framing == Framing::Chunked {
+            stream.write_all(format!("{n:x}\r\n").as_bytes()).await?;
+        }
+        stream.write_all(&data[..n]).await?;
+        if framing == Framing::Chunked {
+            stream.write_all(b"\r\n").await?;
+        }
+        sent += n;
+        tokio::time::sleep(pause).await;
+    }
+    if framing == Framing::Chunked {
+        stream.write_all(b"0\r\n\r\n").await?;
+    }
+    stream.flush().await?;
+    Ok(stream)
+}
+
+/// Reads one answer: its status line and headers (returned) and its `Content-Length` body
+/// (consumed, so the connection is ready for the next answer), at most 10 s.
+pub async fn read_head(stream: &mut TcpStream) -> std::io::Result<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    let read = async {
+        while !head.ends_with(b"\r\n\r\n") {
+            if stream.read(&mut byte).await? == 0 {
+                return Ok(());
+            }
+            head.push(byte[0]);
+        }
+        let length = String::from_utf8_lossy(&head)
+            .lines()
+            .find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("content-length")
+                    .then(|| value.trim().parse::<usize>().ok())?
+            })
+            .unwrap_or(0);
+        let mut body = vec![0u8; length];
+        stream.read_exact(&mut body).await?;
+        Ok::<_, std::io::Error>(())
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .map_err(|_| std::io::Error::other("no answer within 10s"))??;
+    Ok(String::from_utf8_lossy(&head).into_owned())
+}

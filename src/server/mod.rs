@@ -1,4 +1,5 @@
-//! HTTP serving: routes, admission control, header-read timeout and graceful shutdown.
+//! HTTP serving: routes, admission control, header-read timeout, lingering close and graceful
+//! shutdown.
 //!
 //! Connections are served by hyper directly (rather than `axum::serve`) because hyper is where a
 //! header-read timeout and a graceful, bounded drain can be set: a client that trickles its headers
@@ -6,9 +7,10 @@
 //! also where a connection's error says that hyper refused a request head (400, 414, 431), which
 //! is counted like the requests the router refuses (404, 405).
 //!
-//! Admission (`server.max_in_flight`) comes after a webhook's body is in, never before: a body is
-//! read under its own deadline and memory budget (`webhooks::body`), so clients that send headers
-//! and then stall cannot hold the permits that signed deliveries need.
+//! Admission (`server.max_in_flight`, one pool for every listener: `crate::admission`) comes after
+//! a webhook's or a keyed proxy request's body is in, never before: a body is read under its own
+//! deadline and memory budget (`crate::body`), so clients that send headers and then stall cannot
+//! hold the permits that signed deliveries and keyed requests need.
 //!
 //! Listeners: the webhook listener (`server.listen`), the metrics listener
 //! (`server.metrics_listen`) and one per Idempotency-Key proxy (`proxies.NAME.listen`), which
@@ -20,6 +22,8 @@
 //!   [`Listeners::proxy_addr`]`("orders") -> io::Result<SocketAddr>` give the bound addresses.
 //! - [`run`]`(app, listeners, shutdown)` serves them all; a proxy listener without a proxy of
 //!   its name in `app` is closed with a warning.
+
+mod linger;
 
 use std::future::Future;
 use std::io;
@@ -44,7 +48,6 @@ use tower::ServiceExt;
 use crate::app::App;
 use crate::config::Settings;
 use crate::proxy::Proxy;
-use crate::util::scopeguard;
 
 /// The routes of the webhook listener.
 pub fn router(app: Arc<App>) -> Router {
@@ -78,11 +81,9 @@ async fn webhook(
     };
     // The permit is taken only now that the body is in: a client that stalls its body has been
     // cut by its deadline above without ever holding one.
-    let Ok(_permit) = app.in_flight.try_acquire() else {
+    let Some(_admitted) = app.admission.try_admit() else {
         return app.ingest.overloaded(received);
     };
-    app.metrics.in_flight.increment(1.0);
-    let _in_flight = scopeguard(|| app.metrics.in_flight.decrement(1.0));
     app.ingest.process(received).await
 }
 
@@ -126,21 +127,17 @@ fn refused_status(error: &hyper::Error) -> Option<StatusCode> {
     Some(StatusCode::BAD_REQUEST)
 }
 
-/// The router of one proxy's listener: every method and path goes to the proxy.
-pub fn proxy_router(app: Arc<App>, proxy: Arc<Proxy>) -> Router {
-    Router::new().fallback(proxied).with_state((app, proxy))
+/// The router of one proxy's listener: every method and path goes to the proxy, which takes its
+/// admission permit itself (after a keyed request's body is in).
+pub fn proxy_router(proxy: Arc<Proxy>) -> Router {
+    Router::new().fallback(proxied).with_state(proxy)
 }
 
 async fn proxied(
-    State((app, proxy)): State<(Arc<App>, Arc<Proxy>)>,
+    State(proxy): State<Arc<Proxy>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request<Body>,
 ) -> Response {
-    let Ok(_permit) = app.in_flight.try_acquire() else {
-        return proxy.overloaded();
-    };
-    app.metrics.in_flight.increment(1.0);
-    let _in_flight = scopeguard(|| app.metrics.in_flight.decrement(1.0));
     proxy.handle(request, peer).await
 }
 
@@ -229,7 +226,7 @@ pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Outp
     for (name, listener) in listeners.proxies {
         match app.proxy(&name) {
             Some(proxy) => {
-                let router = proxy_router(Arc::clone(&app), Arc::clone(proxy));
+                let router = proxy_router(Arc::clone(proxy));
                 served.push((listener, router, false));
             }
             None => tracing::warn!(
@@ -293,7 +290,9 @@ fn accept_loop(
     graceful: Arc<GracefulShutdown>,
     mut stopped: watch::Receiver<bool>,
 ) -> impl Future<Output = ()> + Send + 'static {
-    let header_timeout = app.settings.server.header_read_timeout.0;
+    let server = &app.settings.server;
+    let header_timeout = server.header_read_timeout.0;
+    let drain = linger::Drain::for_limits(server.body_limit.0, server.body_read_timeout.0);
     async move {
         loop {
             let accepted = tokio::select! {
@@ -313,7 +312,11 @@ fn accept_loop(
             let service = served.router.clone().map_request(
                 move |mut request: Request<hyper::body::Incoming>| {
                     request.extensions_mut().insert(ConnectInfo(peer));
-                    request
+                    let expects_continue = request
+                        .headers()
+                        .get(axum::http::header::EXPECT)
+                        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+                    request.map(|body| linger::Lingering::new(body, drain, expects_continue))
                 },
             );
             let connection = hyper::server::conn::http1::Builder::new()

@@ -1,6 +1,8 @@
 //! Receiving a request's body, bounded in size, in time, and in the memory all bodies may hold.
 //!
-//! Bodies are read before a request is admitted (`server.max_in_flight`), so that a client that
+//! Both fronts read their bodies here, through one [`BodyReader`] that the application builds
+//! (`BodyReader::from_settings`): a webhook's body, and a keyed proxy request's (its fingerprint
+//! covers the body). Bodies are read before a request is admitted (`server.max_in_flight`), so that a client that
 //! sends its headers and then trickles or stalls its body holds no admission permit. What such a
 //! client can still take is bounded here instead: its body must be complete within
 //! `server.body_read_timeout`, and the bytes it has sent count against `server.body_memory_limit`,
@@ -17,8 +19,8 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::config::ServerSettings;
 use crate::metrics::BodyGauges;
-use crate::outcome::Outcome;
 use crate::util::scopeguard;
 
 /// Reads bodies for every connection; shares the memory budget between them.
@@ -76,20 +78,18 @@ pub enum BodyError {
     Unreadable(#[source] axum::Error),
 }
 
-impl BodyError {
-    /// The outcome of a request whose body did not arrive.
-    pub fn outcome(&self) -> Outcome {
-        match self {
-            BodyError::DeclaredTooLarge(_) | BodyError::TooLarge => Outcome::TooLarge,
-            BodyError::TimedOut(_) => Outcome::BodyTimeout,
-            BodyError::MemoryFull => Outcome::Unavailable,
-            BodyError::Aborted(_) => Outcome::Aborted,
-            BodyError::Unreadable(_) => Outcome::Malformed,
-        }
-    }
-}
-
 impl BodyReader {
+    /// The reader of `server.body_limit`, `body_read_timeout` (within `request_timeout`:
+    /// whichever is shorter cuts a slow body) and `body_memory_limit`.
+    pub fn from_settings(server: &ServerSettings, gauges: BodyGauges) -> Self {
+        Self::new(
+            usize::try_from(server.body_limit.0).unwrap_or(usize::MAX),
+            server.body_read_timeout.0.min(server.request_timeout.0),
+            usize::try_from(server.body_memory_limit.0).unwrap_or(usize::MAX),
+            gauges,
+        )
+    }
+
     /// `timeout` is the body's deadline counted from its headers; `memory` is in bytes.
     pub fn new(limit: usize, timeout: Duration, memory: usize, gauges: BodyGauges) -> Self {
         Self {

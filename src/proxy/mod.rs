@@ -21,6 +21,8 @@ mod execute;
 pub mod key;
 mod passthrough;
 pub mod problem;
+#[cfg(test)]
+mod property_tests;
 pub mod response;
 pub mod route;
 pub mod scope;

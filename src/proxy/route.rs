@@ -151,7 +151,8 @@ pub fn normalise(path: &str) -> String {
 }
 
 /// `%XX` escapes of unreserved characters (`A-Z a-z 0-9 - . _ ~`) decoded, every other escape's
-/// hex digits in upper case; anything that is not a complete escape is kept as it is.
+/// hex digits in upper case, and a `%` that begins no escape written as one (`%25`), so that
+/// decoding can never make a new escape (`%A%61` is not `%Aa`, which would decode again).
 fn decode_unreserved(segment: &str) -> String {
     let bytes = segment.as_bytes();
     let mut out = String::with_capacity(segment.len());
@@ -171,6 +172,10 @@ fn decode_unreserved(segment: &str) -> String {
                 out.push('%');
                 out.push_str(&hex.to_ascii_uppercase());
                 i += 3;
+            }
+            None if bytes[i] == b'%' => {
+                out.push_str("%25");
+                i += 1;
             }
             None => {
                 // A path from hyper is ASCII; anything else is kept byte for byte.
@@ -281,8 +286,9 @@ mod tests {
             ("/../a", "/a"),
             ("/a;p=1/b;q", "/a/b"),
             ("/%7euser/%2f", "/~user/%2F"),
-            ("/100%", "/100%"),
-            ("/%zz", "/%zz"),
+            ("/100%", "/100%25"),
+            ("/%zz", "/%25zz"),
+            ("/%A%61", "/%25Aa"),
         ] {
             assert_eq!(normalise(sent), normal, "{sent}");
         }

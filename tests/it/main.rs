@@ -5,6 +5,7 @@ mod behaviour;
 mod body_dedup;
 mod cli;
 mod coalesce;
+mod coalesce_unreadable;
 mod crash;
 mod hostile_config;
 mod hostile_http;

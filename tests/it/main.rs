@@ -3,6 +3,7 @@
 
 mod behaviour;
 mod body_dedup;
+mod check_config_edges;
 mod cli;
 mod coalesce;
 mod coalesce_unreadable;

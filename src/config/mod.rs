@@ -5,6 +5,7 @@
 //! imports nothing else of the crate. Checks that need another part (a provider's own keys) are
 //! that part's, run by `app::validate`.
 
+mod endpoints;
 #[cfg(test)]
 mod property_tests;
 mod proxy;
@@ -21,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use endpoints::{FRAMING_HEADERS, REDIS_TLS};
 pub use proxy::ProxySettings;
 pub use redact::{is_credential_name, redact_url, REDACTED};
 pub use relay::{
@@ -204,6 +206,7 @@ impl Settings {
             }
         }
         self.validate_proxies()?;
+        self.validate_listeners()?;
         self.validate_relay()
     }
 
@@ -244,7 +247,16 @@ impl Settings {
     }
 
     fn validate_proxies(&self) -> Result<(), ConfigError> {
-        let mut taken = vec![
+        for (name, proxy) in &self.proxies {
+            validate_name("proxies", name)?;
+            proxy.validate(name)?;
+        }
+        Ok(())
+    }
+
+    /// Every listener of the daemon: `serve` binds them all, so no two may collide.
+    fn validate_listeners(&self) -> Result<(), ConfigError> {
+        let mut listeners = vec![
             ("server.listen".to_owned(), self.server.listen),
             (
                 "server.metrics_listen".to_owned(),
@@ -252,21 +264,9 @@ impl Settings {
             ),
         ];
         for (name, proxy) in &self.proxies {
-            validate_name("proxies", name)?;
-            proxy.validate(name)?;
-            let key = format!("proxies.{name}.listen");
-            // Port 0 asks the OS for a free port, so two of them never collide.
-            if proxy.listen.port() != 0 {
-                if let Some((other, _)) = taken.iter().find(|(_, addr)| *addr == proxy.listen) {
-                    return Err(ConfigError::invalid(
-                        key,
-                        format!("is the address of {other}"),
-                    ));
-                }
-            }
-            taken.push((key, proxy.listen));
+            listeners.push((format!("proxies.{name}.listen"), proxy.listen));
         }
-        Ok(())
+        endpoints::check_listeners(&listeners)
     }
 
     /// The effective configuration as TOML, secrets redacted.

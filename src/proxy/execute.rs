@@ -238,6 +238,12 @@ impl Proxy {
         fingerprint: &str,
         stored: &StoredResponse,
     ) -> Option<String> {
+        // Set-Cookie is the first client's session: it reached that client, it is not replayed.
+        let stored = if self.store_set_cookie {
+            stored.clone()
+        } else {
+            stored.clone().without_set_cookie()
+        };
         let done = record::done(&stored.encode(), fingerprint);
         let (why, detail) = match self.ledger.complete(key, token, &done, self.ttl).await {
             Ok(true) => return None,

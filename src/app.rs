@@ -69,8 +69,13 @@ impl App {
         if let Some(store) = &redis {
             webhooks::partitions::check(&settings, store).await?;
         }
-        let ledger =
-            ledger::build(redis.as_ref(), settings.store.memory_max_records, &metrics).await?;
+        let ledger = ledger::build(
+            redis.as_ref(),
+            settings.store.memory_max_records,
+            settings.store.memory_max_bytes.0 as usize,
+            &metrics,
+        )
+        .await?;
         let forwarder =
             forward::build(&settings, redis.as_ref(), Arc::clone(&ledger), &metrics).await?;
         let ingest = Ingest::build(&settings, forwarder, &metrics)?;

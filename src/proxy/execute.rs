@@ -230,7 +230,8 @@ impl Proxy {
         Ok(Exchanged::Whole(parts, chunks.concat().into()))
     }
 
-    /// Completes the claim with the stored response; the detail to log when that failed.
+    /// Completes the claim with the stored response; the detail to log when that failed or
+    /// stored less than the whole answer.
     async fn complete(
         &self,
         key: &str,
@@ -245,8 +246,19 @@ impl Proxy {
             stored.clone().without_set_cookie()
         };
         let done = record::done(&stored.encode(), fingerprint);
-        let (why, detail) = match self.ledger.complete(key, token, &done, self.ttl).await {
-            Ok(true) => return None,
+        let mut result = self.ledger.complete(key, token, &done, self.ttl).await;
+        let mut note = None;
+        // The memory store's byte budget is full: the execution must not be lost for want of
+        // room for its body, so the key is completed with status and headers only, as an answer
+        // over max_stored_body is, and its replays say Idempotency-Replay-Truncated.
+        if matches!(result, Err(StoreError::FullBytes(_))) && !stored.body.is_empty() {
+            let done = record::done(&stored.truncate().encode(), fingerprint);
+            result = self.ledger.complete(key, token, &done, self.ttl).await;
+            note =
+                Some("answer stored truncated: it would not fit store.memory_max_bytes".to_owned());
+        }
+        let (why, detail) = match result {
+            Ok(true) => return note,
             Ok(false) => (
                 CompletionFailure::TakenOver,
                 "claim was taken over before completion; not stored".to_owned(),

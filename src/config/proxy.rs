@@ -38,7 +38,8 @@ pub struct ProxySettings {
     pub lease: HumanDuration,
     /// How long a duplicate waits for the request in flight before answering 409.
     pub wait: HumanDuration,
-    /// Upper bound on one upstream exchange, from connecting to the last stored byte.
+    /// Upper bound on one whole upstream exchange, from sending the request to the last byte of
+    /// the answer, one streamed past `max_stored_body` included.
     pub upstream_timeout: HumanDuration,
     /// Responses larger than this are passed through and stored without their body.
     pub max_stored_body: ByteSize,

@@ -72,8 +72,13 @@ impl App {
         if let Some(store) = &redis {
             webhooks::partitions::check(&settings, store).await?;
         }
-        let ledger =
-            ledger::build(redis.as_ref(), settings.store.memory_max_records, &metrics).await?;
+        let ledger = ledger::build(
+            redis.as_ref(),
+            settings.store.memory_max_records,
+            settings.store.memory_max_bytes.0 as usize,
+            &metrics,
+        )
+        .await?;
         let forwarder =
             forward::build(&settings, redis.as_ref(), Arc::clone(&ledger), &metrics).await?;
         // One body reader and one permit pool for both fronts: a stalled client of either must

@@ -190,10 +190,18 @@ fn show_proxy_record(record: &str) {
         println!("state:       unreadable ({} bytes)", record.len());
         return;
     };
-    println!("state:       completed");
+    if stored.incomplete {
+        println!(
+            "state:       completed, answer incomplete (executed; retries get 502 until forgotten)"
+        );
+    } else {
+        println!("state:       completed");
+    }
     println!("status:      {}", stored.status.as_u16());
     println!("headers:     {}", stored.headers.len());
-    if stored.truncated {
+    if stored.incomplete {
+        println!("stored_body: none (the upstream's body broke before it was complete)");
+    } else if stored.truncated {
         println!("stored_body: none (over max_stored_body; replays answer an empty body)");
     } else {
         println!("stored_body: {} bytes", stored.body.len());

@@ -27,13 +27,19 @@ pub struct ProxySettings {
     pub require_key: bool,
     /// Headers naming the principal; their values are hashed into the key's scope, never stored.
     pub scope_headers: Vec<String>,
+    /// Accept an empty `scope_headers`: every caller is one principal and shares replays.
+    pub anonymous_scope: bool,
+    /// Store and replay the upstream's `Set-Cookie` (a session cookie would reach whoever
+    /// retries with the key); off, the first client still gets it and the stored copy drops it.
+    pub store_set_cookie: bool,
     /// How long a completed response is replayed.
     pub ttl: HumanDuration,
     /// How long a claim holds before another request may take it over.
     pub lease: HumanDuration,
     /// How long a duplicate waits for the request in flight before answering 409.
     pub wait: HumanDuration,
-    /// Upper bound on one upstream exchange, from connecting to the last stored byte.
+    /// Upper bound on one whole upstream exchange, from sending the request to the last byte of
+    /// the answer, one streamed past `max_stored_body` included.
     pub upstream_timeout: HumanDuration,
     /// Responses larger than this are passed through and stored without their body.
     pub max_stored_body: ByteSize,
@@ -50,6 +56,8 @@ impl Default for ProxySettings {
             routes: Vec::new(),
             require_key: false,
             scope_headers: vec!["Authorization".to_owned()],
+            anonymous_scope: false,
+            store_set_cookie: false,
             ttl: HumanDuration(Duration::from_secs(24 * 3600)),
             lease: HumanDuration(Duration::from_secs(30)),
             wait: HumanDuration(Duration::ZERO),
@@ -124,6 +132,18 @@ impl ProxySettings {
         for route in &self.routes {
             validate_route(route).map_err(|p| ConfigError::invalid(key("routes"), p))?;
         }
+        // No scope header makes every caller one principal: Alice's answer would be replayed to
+        // Bob for the same key and body. That must be said, not slip in with an empty list.
+        if self.scope_headers.is_empty() && !self.anonymous_scope {
+            return Err(ConfigError::invalid(
+                key("scope_headers"),
+                format!(
+                    "is empty, so every caller would share one scope and get each other's \
+                     replays; name the headers that identify a caller, or set \
+                     proxies.{name}.anonymous_scope = true if every caller may share replays"
+                ),
+            ));
+        }
         for header in &self.scope_headers {
             if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
                 return Err(ConfigError::invalid(
@@ -191,6 +211,32 @@ mod tests {
         valid().validate("orders").unwrap();
     }
 
+    #[test]
+    fn an_empty_scope_needs_anonymous_scope() {
+        let mut settings = valid();
+        settings.scope_headers.clear();
+        let error = settings.validate("orders").unwrap_err().to_string();
+        assert!(
+            error.starts_with("proxies.orders.scope_headers:")
+                && error.contains("proxies.orders.anonymous_scope = true"),
+            "{error}"
+        );
+        settings.anonymous_scope = true;
+        settings.validate("orders").unwrap();
+    }
+
+    #[test]
+    fn the_new_keys_are_read_and_default_off() {
+        let text = "upstream = \"http://o\"\n";
+        let settings: ProxySettings = toml::from_str(text).unwrap();
+        assert!(!settings.store_set_cookie && !settings.anonymous_scope);
+        let text = "upstream = \"http://o\"\nscope_headers = []\nanonymous_scope = true\n\
+                    store_set_cookie = true\n";
+        let settings: ProxySettings = toml::from_str(text).unwrap();
+        assert!(settings.store_set_cookie && settings.anonymous_scope);
+        settings.validate("orders").unwrap();
+    }
+
     type Change = Box<dyn Fn(&mut ProxySettings)>;
 
     #[test]
@@ -210,6 +256,7 @@ mod tests {
                 "scope_headers",
                 Box::new(|s| s.scope_headers = vec!["a b".into()]),
             ),
+            ("scope_headers", Box::new(|s| s.scope_headers.clear())),
             (
                 "ttl",
                 Box::new(|s| s.ttl = HumanDuration(Duration::from_millis(10))),

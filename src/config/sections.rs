@@ -97,6 +97,9 @@ pub struct StoreSettings {
     pub allow_eviction: bool,
     /// Memory backend: most dedup records held at once; when full, new events get 503.
     pub memory_max_records: usize,
+    /// Memory backend: most bytes of records (keys and values: a proxy's stored answers) held at
+    /// once; a claim past it gets 503, an answer that would pass it is stored truncated.
+    pub memory_max_bytes: ByteSize,
     /// Redis store: replicas that must confirm each acknowledging write (`WAIT`: the atomic
     /// script, a ledger's complete) before it is acknowledged; 0 = do not wait.
     pub wait_replicas: u32,
@@ -121,6 +124,7 @@ impl Default for StoreSettings {
             timeout: HumanDuration(std::time::Duration::from_millis(500)),
             allow_eviction: false,
             memory_max_records: 1_000_000,
+            memory_max_bytes: ByteSize(256 << 20),
             wait_replicas: 0,
             wait_timeout: HumanDuration(std::time::Duration::from_millis(100)),
         }
@@ -209,6 +213,12 @@ impl StoreSettings {
         if self.backend == StoreBackend::Memory && self.memory_max_records == 0 {
             return Err(ConfigError::invalid(
                 "store.memory_max_records",
+                "must be above zero",
+            ));
+        }
+        if self.backend == StoreBackend::Memory && self.memory_max_bytes.0 == 0 {
+            return Err(ConfigError::invalid(
+                "store.memory_max_bytes",
                 "must be above zero",
             ));
         }

@@ -73,19 +73,29 @@ pub trait Ledger: Send + Sync + 'static {
     fn local_records(&self) -> Option<usize> {
         None
     }
+
+    /// Bytes of the live records held in this process (keys and values), for ledgers that hold
+    /// them here (tests, diagnostics).
+    fn local_bytes(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Builds the ledger of the configured store: in Redis when there is one, else in this process.
 pub async fn build(
     redis: Option<&RedisStore>,
     memory_max_records: usize,
+    memory_max_bytes: usize,
     metrics: &Metrics,
 ) -> Result<Arc<dyn Ledger>, RedisStartError> {
     Ok(match redis {
         Some(store) => {
             Arc::new(redis::RedisLedger::new(store.clone(), |op| metrics.store_op(op)).await?)
         }
-        None => Arc::new(memory::MemoryLedger::new(memory_max_records)),
+        None => Arc::new(memory::MemoryLedger::new(
+            memory_max_records,
+            memory_max_bytes,
+        )),
     })
 }
 

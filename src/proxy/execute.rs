@@ -6,6 +6,13 @@
 //! its token. The store failing before the claim answers 503 and never calls the upstream (fail
 //! closed); failing after the upstream answered loses only the stored copy (the client still
 //! gets the response, and a retry after the lease executes again).
+//!
+//! Only an exchange that got no response head (refused, reset or timed out before it) releases
+//! the claim. Once the upstream began a storable answer it has executed the request: a body that
+//! breaks or does not end in time completes the key as *incomplete*, which this request and every
+//! retry answer with a 502 problem until `hookonce forget` deletes the record. The exchange,
+//! including a body streamed past `max_stored_body`, is bounded by one `upstream_timeout`
+//! counted from sending the request upstream.
 
 use std::time::{Duration, Instant};
 
@@ -37,6 +44,9 @@ enum Exchanged {
     Whole(response::Parts, Bytes),
     /// Over `max_stored_body`: the body read so far followed by the rest, streamed.
     Over(response::Parts, Body),
+    /// A storable head whose body failed or did not end by the deadline: the upstream executed
+    /// the request, and there is no whole answer to give or to store.
+    Broken(response::Parts, UpstreamError),
 }
 
 impl Proxy {
@@ -55,6 +65,10 @@ impl Proxy {
                 self.run(request, &token).await
             }
             Claim::Done { ack } => match StoredResponse::decode(&ack) {
+                Some(stored) if stored.incomplete => Reply::refused(
+                    ProxyOutcome::Incomplete,
+                    "executed earlier; its answer is stored as incomplete",
+                ),
                 Some(stored) => Reply {
                     outcome: ProxyOutcome::Replayed,
                     ending: Ending::Replay(stored),
@@ -112,22 +126,23 @@ impl Proxy {
             return Reply::refused(ProxyOutcome::Unavailable, detail);
         }
         let started = Instant::now();
-        let timeout = self.upstream.timeout();
-        let exchange = self.exchange(Request::from_parts(parts, Body::from(body.bytes.clone())));
-        let result = tokio::time::timeout(timeout, exchange)
-            .await
-            .unwrap_or(Err(UpstreamError::Timeout(timeout)));
+        // One deadline for the whole exchange: the head, the stored part of the body, and the
+        // rest of a body streamed past max_stored_body, so that no client waits past it.
+        let deadline = tokio::time::Instant::now() + self.upstream.timeout();
+        let request = Request::from_parts(parts, Body::from(body.bytes.clone()));
+        let result = self.exchange(request, deadline).await;
         self.metrics
             .upstream
             .record(started.elapsed().as_secs_f64());
-        let (parts, body, truncated) = match result {
+        let (parts, body, stored) = match result {
+            // No head: the upstream may not have seen the request, so the retry executes again.
             Err(error) => {
                 self.release(&record_key, token).await;
                 return failed(ProxyOutcome::Released, error);
             }
             Ok(Exchanged::Retry(response)) => {
                 self.release(&record_key, token).await;
-                let response = downstream(response.map(Body::new));
+                let response = downstream(response.map(|b| bounded(Body::new(b), deadline)));
                 let detail = format!("upstream answered {}", response.status().as_u16());
                 return Reply {
                     outcome: ProxyOutcome::Released,
@@ -135,15 +150,33 @@ impl Proxy {
                     detail: Some(detail),
                 };
             }
-            Ok(Exchanged::Whole(parts, bytes)) => (parts, Body::from(bytes.clone()), Some(bytes)),
-            Ok(Exchanged::Over(parts, body)) => (parts, body, None),
+            // The upstream began a storable answer: it executed the request. Releasing would
+            // let the retry execute it again, so the key is completed as incomplete instead.
+            Ok(Exchanged::Broken(parts, error)) => {
+                let stored = StoredResponse::incomplete(parts.status, &parts.headers);
+                let failure = self
+                    .complete(&record_key, token, &fingerprint, &stored)
+                    .await;
+                let mut detail = format!(
+                    "upstream answered {} and then its body broke: {}",
+                    parts.status.as_u16(),
+                    error_chain(&error)
+                );
+                if let Some(failure) = failure {
+                    detail = format!("{detail}; {failure}");
+                }
+                return Reply::refused(ProxyOutcome::Incomplete, detail);
+            }
+            Ok(Exchanged::Whole(parts, bytes)) => {
+                let stored =
+                    StoredResponse::new(parts.status, &parts.headers, bytes.clone(), false);
+                (parts, Body::from(bytes), stored)
+            }
+            Ok(Exchanged::Over(parts, body)) => {
+                let stored = StoredResponse::new(parts.status, &parts.headers, Bytes::new(), true);
+                (parts, body, stored)
+            }
         };
-        let stored = StoredResponse::new(
-            parts.status,
-            &parts.headers,
-            truncated.clone().unwrap_or_default(),
-            truncated.is_none(),
-        );
         let detail = self
             .complete(&record_key, token, &fingerprint, &stored)
             .await;
@@ -154,17 +187,35 @@ impl Proxy {
         }
     }
 
-    /// Sends the request and reads the answer as far as deciding what to store needs.
-    async fn exchange(&self, request: Request<Body>) -> Result<Exchanged, UpstreamError> {
-        let response = self.upstream.send(request).await?;
+    /// Sends the request and reads the answer as far as deciding what to store needs, all by
+    /// `deadline`. An error is an exchange that got no response head.
+    async fn exchange(
+        &self,
+        request: Request<Body>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Exchanged, UpstreamError> {
+        let timeout = self.upstream.timeout();
+        let response = tokio::time::timeout_at(deadline, self.upstream.send(request))
+            .await
+            .unwrap_or(Err(UpstreamError::Timeout(timeout)))?;
         if self.retry_statuses.contains(&response.status().as_u16()) {
             return Ok(Exchanged::Retry(response));
         }
         let (parts, mut body) = response.into_parts();
         let mut chunks: Vec<Bytes> = Vec::new();
         let mut size = 0;
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| UpstreamError::Body(Box::new(e)))?;
+        loop {
+            let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+                Ok(Some(Ok(frame))) => frame,
+                Ok(Some(Err(error))) => {
+                    return Ok(Exchanged::Broken(
+                        parts,
+                        UpstreamError::Body(Box::new(error)),
+                    ))
+                }
+                Ok(None) => break,
+                Err(_) => return Ok(Exchanged::Broken(parts, UpstreamError::Timeout(timeout))),
+            };
             let Ok(data) = frame.into_data() else {
                 continue; // trailers are not stored
             };
@@ -173,13 +224,15 @@ impl Proxy {
             if size > self.max_stored_body {
                 let read = futures_util::stream::iter(chunks.into_iter().map(Ok));
                 let stream = read.chain(body.into_data_stream());
-                return Ok(Exchanged::Over(parts, Body::from_stream(stream)));
+                let body = bounded(Body::from_stream(stream), deadline);
+                return Ok(Exchanged::Over(parts, body));
             }
         }
         Ok(Exchanged::Whole(parts, chunks.concat().into()))
     }
 
-    /// Completes the claim with the stored response; the detail to log when that failed.
+    /// Completes the claim with the stored response; the detail to log when that failed or
+    /// stored less than the whole answer.
     async fn complete(
         &self,
         key: &str,
@@ -187,9 +240,26 @@ impl Proxy {
         fingerprint: &str,
         stored: &StoredResponse,
     ) -> Option<String> {
+        // Set-Cookie is the first client's session: it reached that client, it is not replayed.
+        let stored = if self.store_set_cookie {
+            stored.clone()
+        } else {
+            stored.clone().without_set_cookie()
+        };
         let done = record::done(&stored.encode(), fingerprint);
-        let (why, detail) = match self.ledger.complete(key, token, &done, self.ttl).await {
-            Ok(true) => return None,
+        let mut result = self.ledger.complete(key, token, &done, self.ttl).await;
+        let mut note = None;
+        // The memory store's byte budget is full: the execution must not be lost for want of
+        // room for its body, so the key is completed with status and headers only, as an answer
+        // over max_stored_body is, and its replays say Idempotency-Replay-Truncated.
+        if matches!(result, Err(StoreError::FullBytes(_))) && !stored.body.is_empty() {
+            let done = record::done(&stored.truncate().encode(), fingerprint);
+            result = self.ledger.complete(key, token, &done, self.ttl).await;
+            note =
+                Some("answer stored truncated: it would not fit store.memory_max_bytes".to_owned());
+        }
+        let (why, detail) = match result {
+            Ok(true) => return note,
             Ok(false) => (
                 CompletionFailure::TakenOver,
                 "claim was taken over before completion; not stored".to_owned(),
@@ -219,4 +289,26 @@ impl Proxy {
             tracing::warn!(message = "Cannot release a proxy claim.", proxy = %self.name, error = error_chain(&error));
         }
     }
+}
+
+/// `body`, cut off at `deadline`: a body still streaming then ends with an error, so that the
+/// client's connection is closed without a clean end (a cut body must not look complete).
+fn bounded(body: Body, deadline: tokio::time::Instant) -> Body {
+    type BoxError = Box<dyn std::error::Error + Send + Sync>;
+    let stream =
+        futures_util::stream::unfold(Some(body.into_data_stream()), move |state| async move {
+            let mut stream = state?;
+            match tokio::time::timeout_at(deadline, stream.next()).await {
+                Ok(Some(Ok(data))) => Some((Ok(data), Some(stream))),
+                Ok(Some(Err(error))) => Some((Err(BoxError::from(error)), None)),
+                Ok(None) => None,
+                Err(_) => Some((
+                    Err(BoxError::from(
+                        "the upstream's answer did not end within upstream_timeout",
+                    )),
+                    None,
+                )),
+            }
+        });
+    Body::from_stream(stream)
 }

@@ -1,14 +1,19 @@
 //! The stored response: what a completed key answers again, byte for byte.
 //!
 //! Stored are the status, the end-to-end headers (hop-by-hop headers and `Date` are the
-//! connection's and the moment's, not the resource's) and the body. A response whose body is over
-//! `max_stored_body` is stored with status and headers only, marked *truncated*; its replay
-//! answers them with an empty body and `Idempotency-Replay-Truncated: true`.
+//! connection's and the moment's, not the resource's; `Set-Cookie` is the first client's session,
+//! not the resource's, unless a proxy says `store_set_cookie = true`) and the body. A response
+//! whose body is over `max_stored_body` is stored with status and headers only, marked
+//! *truncated*; its replay answers them with an empty body and `Idempotency-Replay-Truncated:
+//! true`. A response whose body broke after a storable head is stored with status and headers
+//! only, marked *incomplete*: the request was executed, but there is no answer to replay, so the
+//! proxy answers it and every retry with a 502 problem instead (`proxy::execute`).
 //!
 //! Encoding (inside the done record, see `store::record`): `r1.` then unpadded standard base64
-//! of: status (u16), flags (u8: 1 = truncated), header count (u16), per header its name (u16
-//! length + bytes) and value (u32 length + bytes), then the body to the end. Base64 keeps the
-//! record ASCII without spaces, as the record format requires.
+//! of: status (u16), flags (u8: 1 = truncated, 2 = incomplete; records written before the
+//! incomplete flag existed never set it), header count (u16), per header its name (u16 length +
+//! bytes) and value (u32 length + bytes), then the body to the end. Base64 keeps the record
+//! ASCII without spaces, as the record format requires.
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
@@ -24,6 +29,7 @@ pub const TRUNCATED: &str = "idempotency-replay-truncated";
 
 const PREFIX: &str = "r1.";
 const FLAG_TRUNCATED: u8 = 1;
+const FLAG_INCOMPLETE: u8 = 2;
 
 /// One upstream response as stored for replay.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +38,8 @@ pub struct StoredResponse {
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub body: Bytes,
     pub truncated: bool,
+    /// The upstream began this answer and its body broke: executed, nothing to replay.
+    pub incomplete: bool,
 }
 
 impl StoredResponse {
@@ -47,6 +55,33 @@ impl StoredResponse {
             headers,
             body: if truncated { Bytes::new() } else { body },
             truncated,
+            incomplete: false,
+        }
+    }
+
+    /// The record of an answer whose body broke after its storable head: status and headers
+    /// only, marked incomplete.
+    pub fn incomplete(status: StatusCode, headers: &HeaderMap) -> Self {
+        Self {
+            incomplete: true,
+            ..Self::new(status, headers, Bytes::new(), false)
+        }
+    }
+
+    /// Drops `Set-Cookie`: a session cookie set for the first client must not be replayed to
+    /// whoever retries with the same key (two anonymous callers share a scope).
+    pub fn without_set_cookie(mut self) -> Self {
+        self.headers.retain(|(name, _)| *name != header::SET_COOKIE);
+        self
+    }
+
+    /// The same answer with status and headers only, marked truncated: what is stored when the
+    /// whole answer does not fit the store's byte budget.
+    pub fn truncate(self) -> Self {
+        Self {
+            body: Bytes::new(),
+            truncated: true,
+            ..self
         }
     }
 
@@ -54,7 +89,14 @@ impl StoredResponse {
     pub fn encode(&self) -> String {
         let mut out = Vec::with_capacity(8 + self.body.len() + 64 * self.headers.len());
         out.extend(self.status.as_u16().to_be_bytes());
-        out.push(if self.truncated { FLAG_TRUNCATED } else { 0 });
+        let mut flags = 0;
+        if self.truncated {
+            flags |= FLAG_TRUNCATED;
+        }
+        if self.incomplete {
+            flags |= FLAG_INCOMPLETE;
+        }
+        out.push(flags);
         out.extend((self.headers.len() as u16).to_be_bytes());
         for (name, value) in &self.headers {
             out.extend((name.as_str().len() as u16).to_be_bytes());
@@ -75,7 +117,7 @@ impl StoredResponse {
             .ok()?;
         let mut reader = Reader(&bytes);
         let status = StatusCode::from_u16(reader.u16()?).ok()?;
-        let truncated = reader.take(1)?[0] & FLAG_TRUNCATED != 0;
+        let flags = reader.take(1)?[0];
         let count = reader.u16()?;
         let mut headers = Vec::with_capacity(count as usize);
         for _ in 0..count {
@@ -89,7 +131,8 @@ impl StoredResponse {
             status,
             headers,
             body: Bytes::copy_from_slice(reader.0),
-            truncated,
+            truncated: flags & FLAG_TRUNCATED != 0,
+            incomplete: flags & FLAG_INCOMPLETE != 0,
         })
     }
 
@@ -190,6 +233,35 @@ mod tests {
         let replay = decoded.replay();
         assert_eq!(replay.headers()[header::CONTENT_LENGTH], "0");
         assert_eq!(replay.headers()[TRUNCATED], "true");
+    }
+
+    #[test]
+    fn an_incomplete_answer_keeps_status_and_headers_and_its_flag() {
+        let stored = StoredResponse::incomplete(StatusCode::OK, &upstream_headers());
+        assert!(stored.incomplete && !stored.truncated && stored.body.is_empty());
+        let decoded = StoredResponse::decode(&stored.encode()).unwrap();
+        assert_eq!(decoded, stored);
+        // A record written before the flag existed (flags byte 1 = truncated only) still reads.
+        let old = StoredResponse::new(StatusCode::OK, &HeaderMap::new(), Bytes::new(), true);
+        let decoded = StoredResponse::decode(&old.encode()).unwrap();
+        assert!(decoded.truncated && !decoded.incomplete);
+    }
+
+    #[test]
+    fn set_cookie_is_dropped_unless_kept() {
+        let stored = StoredResponse::new(StatusCode::OK, &upstream_headers(), Bytes::new(), false);
+        assert_eq!(
+            stored
+                .headers
+                .iter()
+                .filter(|(n, _)| n == "set-cookie")
+                .count(),
+            2
+        );
+        let dropped = stored.without_set_cookie();
+        assert!(dropped.headers.iter().all(|(n, _)| n != "set-cookie"));
+        assert!(dropped.replay().headers().get("set-cookie").is_none());
+        assert!(dropped.headers.iter().any(|(n, _)| n == "location"));
     }
 
     #[test]

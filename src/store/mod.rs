@@ -46,6 +46,9 @@ pub enum StoreError {
     Replication { confirmed: i64, wanted: i64 },
     #[error("memory store is full ({0} records)")]
     Full(usize),
+    /// The memory store's records would pass `store.memory_max_bytes`.
+    #[error("memory store is full ({0} bytes of records)")]
+    FullBytes(usize),
 }
 
 /// Connects to the configured Redis and runs the start-up safety checks; `None` for the memory

@@ -96,6 +96,7 @@ fn configuration_error_cases() -> &'static [Case] {
         ("[proxies.api]\nupstream = \"http://o\"\nroutes = [\"v1/orders\"]\n", &[], "proxies.api.routes"),
         ("[proxies.api]\nupstream = \"http://o\"\nroutes = [\"/v1/ord*\"]\n", &[], "proxies.api.routes"),
         ("[proxies.api]\nupstream = \"http://o\"\nscope_headers = [\"a b\"]\n", &[], "proxies.api.scope_headers"),
+        ("[proxies.api]\nupstream = \"http://o\"\nscope_headers = []\n", &[], "proxies.api.scope_headers"),
         ("[proxies.api]\nupstream = \"http://o\"\nretry_statuses = [42]\n", &[], "proxies.api.retry_statuses"),
         ("[proxies.api]\nupstream = \"http://o\"\nmax_stored_body = \"lots\"\n", &[], "proxies.api.max_stored_body"),
         ("[proxies.api]\nupstream = \"http://o\"\nwait = \"forever\"\n", &[], "proxies.api.wait"),

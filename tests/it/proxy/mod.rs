@@ -4,12 +4,14 @@
 //!
 //! Topics: `replay` (keys, replay, pass-through), `upstream` (what the upstream answers and
 //! which answers are stored), `concurrency` (duplicates in flight, lost responses, leases),
-//! `store` (expiry, Redis down and back, what Redis holds), `crash` (a proxy SIGKILLed
+//! `store` (expiry, Redis down and back, what Redis holds), `incomplete` (answers that break
+//! after a storable head, the exchange's deadline), `crash` (a proxy SIGKILLed
 //! mid-request), `metrics`.
 
 mod concurrency;
 mod crash;
 mod edges;
+mod incomplete;
 mod metrics;
 mod replay;
 mod store;

@@ -27,12 +27,43 @@ async fn a_retry_gets_the_first_answer_byte_for_byte(backend: Backend) {
     assert_eq!(retry.status, 201);
     assert!(retry.replayed(), "{retry:?}");
     assert_eq!(retry.body, first.body);
-    assert_eq!(retry.stored_headers(), first.stored_headers());
+    // Set-Cookie is the first client's session: it gets it, the replay does not.
+    assert_eq!(first.headers.get_all("set-cookie").iter().count(), 2);
+    assert!(retry.header("set-cookie").is_none(), "{retry:?}");
+    let without_cookies: Vec<_> = first
+        .stored_headers()
+        .into_iter()
+        .filter(|(name, _)| name != "set-cookie")
+        .collect();
+    assert_eq!(retry.stored_headers(), without_cookies);
     assert_eq!(upstream.executions("k1", ORDERS), 1);
     // The upstream got the body as sent.
     assert_eq!(&upstream.last(ORDERS).body[..], br#"{"sku":42}"#);
     assert_eq!(outcome(&t, "executed").await, 1.0);
     assert_eq!(outcome(&t, "replayed").await, 1.0);
+}
+
+/// `store_set_cookie = true` stores the upstream's `Set-Cookie` with the answer: the replay
+/// repeats every header byte for byte.
+async fn set_cookie_is_replayed_only_with_store_set_cookie(backend: Backend) {
+    let upstream = Upstream::start().await;
+    upstream.answer(
+        ORDERS,
+        Reply::status(201)
+            .header("set-cookie", "session=alice; HttpOnly")
+            .header("set-cookie", "b=2"),
+    );
+    let t = start(backend, &upstream, |p| p.store_set_cookie = true).await;
+    let first = order(&t, "k1", b"{}").await;
+    let retry = order(&t, "k1", b"{}").await;
+    assert!(retry.replayed(), "{retry:?}");
+    let cookies = |answer: &Answer| -> Vec<String> {
+        let values = answer.headers.get_all("set-cookie").iter();
+        values.map(|v| v.to_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(cookies(&retry), ["session=alice; HttpOnly", "b=2"]);
+    assert_eq!(retry.stored_headers(), first.stored_headers());
+    assert_eq!(upstream.executions("k1", ORDERS), 1);
 }
 
 /// The draft writes the key as a Structured Field String, Stripe's clients as a bare token:
@@ -283,6 +314,7 @@ async fn scope_isolates_principals_methods_and_paths(backend: Backend) {
 
 both_backends!(
     a_retry_gets_the_first_answer_byte_for_byte,
+    set_cookie_is_replayed_only_with_store_set_cookie,
     quoted_and_bare_keys_are_one_key,
     invalid_keys_are_refused_before_the_upstream,
     a_key_with_a_control_character_is_refused,

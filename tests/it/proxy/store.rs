@@ -1,11 +1,12 @@
 //! The store's side: a completed key is replayed for `ttl` and executes again after it; with
 //! Redis down the proxy fails closed (503, the upstream not called) while requests that need no
-//! store still pass, and it recovers by itself when Redis is back.
+//! store still pass, and it recovers by itself when Redis is back. The memory store holds its
+//! stored answers within `store.memory_max_bytes`.
 
-use super::{order, outcome, send, start, ORDERS};
-use crate::support::settings::secs;
-use crate::support::upstream::Upstream;
-use crate::support::{both_backends, eventually, Backend};
+use super::{order, outcome, send, settings, start, ORDERS, PROXY};
+use crate::support::settings::{secs, ByteSize};
+use crate::support::upstream::{Reply, Upstream};
+use crate::support::{both_backends, eventually, Backend, TestApp};
 
 async fn a_retry_after_the_ttl_executes_again(backend: Backend) {
     let upstream = Upstream::start().await;
@@ -73,4 +74,52 @@ async fn with_redis_down_keyed_requests_get_503_and_never_reach_the_upstream() {
     assert!(order(&t, "after", b"{}").await.replayed());
     assert_eq!(upstream.executions("after", ORDERS), 1);
     assert!(t.redis.as_ref().unwrap().dbsize() > 0);
+}
+
+/// `memory_max_bytes = "256KiB"`, answers of 100 KiB: the first is stored whole; those that would
+/// pass the budget are still executed once and stored truncated (status and headers), so their
+/// retries say `Idempotency-Replay-Truncated` instead of executing again; and the bytes held
+/// never pass the budget, however many keys come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memory_store_keeps_its_answers_within_memory_max_bytes() {
+    const BUDGET: u64 = 256 << 10;
+    let upstream = Upstream::start().await;
+    upstream.answer(ORDERS, Reply::status(201).body_size(100 << 10));
+    let mut proxy = settings(&upstream);
+    proxy.max_stored_body = ByteSize(1 << 20);
+    let t = TestApp::builder(Backend::Memory)
+        .without_sources()
+        .proxy(PROXY, proxy)
+        .store(|s| s.memory_max_bytes = ByteSize(BUDGET))
+        .start()
+        .await;
+    for n in 0..40 {
+        let key = format!("k{n}");
+        let first = order(&t, &key, b"{}").await;
+        assert_eq!(first.status, 201, "{key}");
+        assert_eq!(
+            first.body.len(),
+            100 << 10,
+            "{key}: the client gets the whole answer"
+        );
+        let held = t.app.ledger.local_bytes().unwrap();
+        assert!(held as u64 <= BUDGET, "{key}: {held} bytes held");
+    }
+    let whole = order(&t, "k0", b"{}").await;
+    assert!(whole.replayed());
+    assert_eq!(whole.body.len(), 100 << 10, "the first answer fits whole");
+    for n in 1..40 {
+        let key = format!("k{n}");
+        let retry = order(&t, &key, b"{}").await;
+        assert_eq!(retry.status, 201, "{key}");
+        assert!(retry.replayed(), "{key}");
+        assert_eq!(
+            retry.header("idempotency-replay-truncated"),
+            Some("true"),
+            "{key}"
+        );
+        assert!(retry.body.is_empty());
+        assert_eq!(upstream.executions(&key, ORDERS), 1, "{key}");
+    }
+    assert_eq!(outcome(&t, "executed").await, 40.0);
 }

@@ -1,6 +1,7 @@
 //! A real HTTP upstream for the Idempotency-Key proxy: it counts executions per
 //! `Idempotency-Key` and path, records every request it saw, and answers what the test scripts
-//! (status, headers, body size, a delay, a hold until released, or a dropped connection).
+//! (status, headers, body size, a delay, a hold until released, or a dropped connection), or
+//! misbehaves after its head (a short body then a reset, a stall, an endless body).
 //!
 //! Served by hyper directly, one connection at a time as a real service would, so that
 //! "drop the connection" is a real reset the proxy sees and not a simulated error.
@@ -12,7 +13,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
@@ -29,6 +32,21 @@ pub struct Reply {
     pub delay: Duration,
     /// Close the connection without answering (after `delay`).
     pub drop_connection: bool,
+    /// What follows the head, when not the whole body.
+    pub after_head: AfterHead,
+}
+
+/// How an upstream that sent its head goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterHead {
+    /// The whole body, as `body_size` says.
+    Body,
+    /// `Content-Length: declared`, `sent` bytes of it, then the connection is reset.
+    ShortThenReset { declared: usize, sent: usize },
+    /// Not one byte of body, never an end.
+    Stall,
+    /// A chunked body that never ends (16 KiB every few milliseconds).
+    Endless,
 }
 
 impl Default for Reply {
@@ -39,6 +57,7 @@ impl Default for Reply {
             body_size: None,
             delay: Duration::ZERO,
             drop_connection: false,
+            after_head: AfterHead::Body,
         }
     }
 }
@@ -63,6 +82,12 @@ impl Reply {
 
     pub fn delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
+        self
+    }
+
+    /// After the head: see [`AfterHead`].
+    pub fn then(mut self, after_head: AfterHead) -> Self {
+        self.after_head = after_head;
         self
     }
 
@@ -186,10 +211,46 @@ impl Upstream {
     }
 }
 
+type ReplyBody = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// The body that follows the head: `body` whole, or the misbehaviour `after_head` names.
+fn reply_body(body: Bytes, after_head: AfterHead) -> ReplyBody {
+    type Item = Result<Frame<Bytes>, std::io::Error>;
+    match after_head {
+        AfterHead::Body => Full::new(body)
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+        AfterHead::ShortThenReset { sent, .. } => {
+            // The pause lets hyper flush the head and the short body before the error makes it
+            // drop the connection, as a process that crashes mid-answer would.
+            let short = Bytes::from(vec![b's'; sent]);
+            let frames = futures_util::stream::unfold(Some(short), |short| async move {
+                match short {
+                    Some(short) => Some((Ok(Frame::data(short)), None)),
+                    None => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        let reset = std::io::Error::other("reset on purpose after a short body");
+                        Some((Err(reset), None))
+                    }
+                }
+            });
+            StreamBody::new(frames).boxed_unsync()
+        }
+        AfterHead::Stall => StreamBody::new(futures_util::stream::pending::<Item>()).boxed_unsync(),
+        AfterHead::Endless => {
+            let chunks = futures_util::stream::unfold((), |()| async {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                Some((Ok(Frame::data(Bytes::from(vec![b'e'; 16 << 10]))), ()))
+            });
+            StreamBody::new(chunks).boxed_unsync()
+        }
+    }
+}
+
 async fn handle(
     shared: Arc<Shared>,
     request: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, std::io::Error> {
+) -> Result<Response<ReplyBody>, std::io::Error> {
     let (parts, body) = request.into_parts();
     let body = body
         .collect()
@@ -234,10 +295,13 @@ async fn handle(
             r#"{{"execution":{execution},"path":{path:?},"key":{key:?}}}"#
         )),
     };
-    let mut response = Response::new(Full::new(body));
+    let mut response = Response::new(reply_body(body, reply.after_head));
     *response.status_mut() = StatusCode::from_u16(reply.status).unwrap();
     let headers = response.headers_mut();
     headers.insert("content-type", HeaderValue::from_static("application/json"));
+    if let AfterHead::ShortThenReset { declared, .. } = reply.after_head {
+        headers.insert("content-length", HeaderValue::from(declared));
+    }
     for (name, value) in &reply.headers {
         headers.append(
             HeaderName::try_from(name.as_str()).unwrap(),

@@ -43,8 +43,37 @@ const SPREAD: Duration = Duration::from_secs(2);
 /// Well-behaved clients per front, each sending one request at a time: together fewer than
 /// `MAX_IN_FLIGHT`, so any 503 they get is the crowd's doing.
 const GOOD_WORKERS: usize = 3;
-/// At most this many rounds per good worker, so that the load is bounded on a fast machine too.
-const ROUNDS: usize = 150;
+/// At most this many rounds per good worker, one every [`PACE`] at most, so that the load is
+/// bounded on a fast machine too yet outlasts the crowd (which takes `SPREAD` plus a body
+/// deadline at least, less than `ROUNDS * PACE`).
+const ROUNDS: usize = 400;
+const PACE: Duration = Duration::from_millis(20);
+
+/// Where the crowd is: every member started (`crowded`), every member finished (`done`).
+#[derive(Default)]
+struct Phase {
+    crowded: AtomicBool,
+    done: AtomicBool,
+}
+
+/// What one good worker sent: the IDs or keys, and how many rounds it completed with the whole
+/// crowd on (which must not be none, or the test proved nothing).
+struct Sent {
+    ids: Vec<String>,
+    crowded_rounds: usize,
+}
+
+impl Phase {
+    /// Whether another round is to be sent, after `rounds`; counts the round just done when the
+    /// whole crowd was on.
+    async fn next(&self, rounds: usize, crowded_rounds: &mut usize) -> bool {
+        if rounds > 0 && self.crowded.load(Ordering::SeqCst) {
+            *crowded_rounds += 1;
+        }
+        tokio::time::sleep(PACE).await;
+        !self.done.load(Ordering::SeqCst) && rounds < ROUNDS
+    }
+}
 
 /// One front as the crowd sees it: where it posts, and the headers that get a request as far as
 /// reading its body (a key and a principal on the proxy; nothing on the webhook route).
@@ -147,9 +176,10 @@ async fn join_all(mut tasks: JoinSet<()>) {
 
 /// Signed Stripe and GitHub deliveries with unique IDs, each sent again as a provider's retry
 /// would be, until the crowd is gone; returns the Stripe and the GitHub IDs delivered.
-async fn deliveries(t: &TestApp, worker: usize, done: &AtomicBool) -> (Vec<String>, Vec<String>) {
+async fn deliveries(t: &TestApp, worker: usize, phase: &Phase) -> (Sent, Vec<String>) {
     let (mut stripe, mut github) = (Vec::new(), Vec::new());
-    while !done.load(Ordering::SeqCst) && stripe.len() < ROUNDS {
+    let mut crowded_rounds = 0;
+    while phase.next(stripe.len(), &mut crowded_rounds).await {
         let n = stripe.len();
         let id = format!("evt_both_{worker}_{n}");
         let body = stripe_body(&id, 400);
@@ -166,7 +196,11 @@ async fn deliveries(t: &TestApp, worker: usize, done: &AtomicBool) -> (Vec<Strin
         stripe.push(id);
         github.push(gh);
     }
-    (stripe, github)
+    let sent = Sent {
+        ids: stripe,
+        crowded_rounds,
+    };
+    (sent, github)
 }
 
 fn replayed(answer: &reqwest::Response) -> bool {
@@ -177,9 +211,10 @@ fn replayed(answer: &reqwest::Response) -> bool {
 }
 
 /// Keyed requests with unique keys, each retried once, until the crowd is gone; returns the keys.
-async fn orders(t: &TestApp, worker: usize, done: &AtomicBool) -> Vec<String> {
+async fn orders(t: &TestApp, worker: usize, phase: &Phase) -> Sent {
     let mut keys = Vec::new();
-    while !done.load(Ordering::SeqCst) && keys.len() < ROUNDS {
+    let mut crowded_rounds = 0;
+    while phase.next(keys.len(), &mut crowded_rounds).await {
         let key = format!("good-{worker}-{}", keys.len());
         let body = format!(r#"{{"order":"{key}"}}"#);
         let first = order(t, &key, body.as_bytes()).await;
@@ -194,7 +229,10 @@ async fn orders(t: &TestApp, worker: usize, done: &AtomicBool) -> Vec<String> {
         );
         keys.push(key);
     }
-    keys
+    Sent {
+        ids: keys,
+        crowded_rounds,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,22 +265,39 @@ async fn a_crowd_on_both_fronts_starves_neither_front() {
         keyed: true,
     };
 
-    let done = AtomicBool::new(false);
+    let phase = Phase::default();
     let crowd = async {
         let mut tasks = JoinSet::new();
         webhooks.crowd(&mut tasks);
         keyed.crowd(&mut tasks);
+        // Every member has been started once `SPREAD` has passed; the stalled ones are all
+        // open until a body deadline after that.
+        tokio::time::sleep(SPREAD).await;
+        phase.crowded.store(true, Ordering::SeqCst);
         join_all(tasks).await;
-        done.store(true, Ordering::SeqCst);
+        phase.done.store(true, Ordering::SeqCst);
     };
     let good = futures_util::future::join(
-        futures_util::future::join_all((0..GOOD_WORKERS).map(|w| deliveries(&t, w, &done))),
-        futures_util::future::join_all((0..GOOD_WORKERS).map(|w| orders(&t, w, &done))),
+        futures_util::future::join_all((0..GOOD_WORKERS).map(|w| deliveries(&t, w, &phase))),
+        futures_util::future::join_all((0..GOOD_WORKERS).map(|w| orders(&t, w, &phase))),
     );
-    let ((), (delivered, keys)) = tokio::join!(crowd, good);
-    let (stripe, github): (Vec<Vec<String>>, Vec<Vec<String>>) = delivered.into_iter().unzip();
-    let (stripe, github, keys) = (stripe.concat(), github.concat(), keys.concat());
-    assert!(!stripe.is_empty() && !keys.is_empty(), "the good load ran");
+    let ((), (delivered, ordered)) = tokio::join!(crowd, good);
+    let (stripe, github): (Vec<Sent>, Vec<Vec<String>>) = delivered.into_iter().unzip();
+    for (front, sent) in [("webhooks", &stripe), ("proxy", &ordered)] {
+        let crowded: usize = sent.iter().map(|s| s.crowded_rounds).sum();
+        assert!(
+            crowded > 0,
+            "no good {front} request was answered with the whole crowd on"
+        );
+    }
+    let ids = |sent: Vec<Sent>| -> Vec<String> { sent.into_iter().flat_map(|s| s.ids).collect() };
+    let (stripe, github, keys) = (ids(stripe), github.concat(), ids(ordered));
+    eprintln!(
+        "DEBUG rounds {} {} {}",
+        stripe.len(),
+        github.len(),
+        keys.len()
+    );
 
     // The crowd is gone: nothing is being read, admitted or held.
     eventually(

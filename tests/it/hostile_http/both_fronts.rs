@@ -292,12 +292,6 @@ async fn a_crowd_on_both_fronts_starves_neither_front() {
     }
     let ids = |sent: Vec<Sent>| -> Vec<String> { sent.into_iter().flat_map(|s| s.ids).collect() };
     let (stripe, github, keys) = (ids(stripe), github.concat(), ids(ordered));
-    eprintln!(
-        "DEBUG rounds {} {} {}",
-        stripe.len(),
-        github.len(),
-        keys.len()
-    );
 
     // The crowd is gone: nothing is being read, admitted or held.
     eventually(

@@ -1,10 +1,10 @@
-//! Raw HTTP for tests: a signed POST with given headers, a request held half-sent or stalled, and
-//! raw bytes for requests no HTTP client would send.
+//! Raw HTTP for tests: a signed POST with given headers, a request held half-sent, stalled or
+//! trickled, and raw bytes for requests no HTTP client would send.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Posts `body` with `headers` to `url`.
@@ -143,7 +143,7 @@ pub async fn send_slowly(
 
 /// Reads one answer: its status line and headers (returned) and its `Content-Length` body
 /// (consumed, so the connection is ready for the next answer), at most 10 s.
-pub async fn read_head(stream: &mut TcpStream) -> std::io::Result<String> {
+pub async fn read_head(stream: &mut (impl AsyncRead + Unpin)) -> std::io::Result<String> {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     let read = async {
@@ -169,4 +169,33 @@ pub async fn read_head(stream: &mut TcpStream) -> std::io::Result<String> {
         .await
         .map_err(|_| std::io::Error::other("no answer within 10s"))??;
     Ok(String::from_utf8_lossy(&head).into_owned())
+}
+
+/// Sends `POST path`'s head declaring `declared` body bytes, then one byte every `pause` until the
+/// server answers (as a client does whose body trickles), and returns the answer's head. What
+/// ends the trickle is the server's deadline, not the client: if every declared byte is sent
+/// first, the answer is simply awaited (at most 10 s, as in [`read_head`]).
+pub async fn trickle(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(String, String)],
+    declared: usize,
+    pause: Duration,
+) -> std::io::Result<String> {
+    let stream = start_request(addr, path, headers, declared, b"").await;
+    let (mut reader, mut writer) = stream.into_split();
+    let drip = async {
+        for _ in 0..declared {
+            // A write error is the server closing after its answer: the answer is read below.
+            if writer.write_all(b"x").await.is_err() {
+                break;
+            }
+            tokio::time::sleep(pause).await;
+        }
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        head = read_head(&mut reader) => head,
+        () = drip => unreachable!("the drip never ends by itself"),
+    }
 }

@@ -50,7 +50,9 @@ fn cells(row: &str) -> Vec<String> {
             c => out.last_mut().unwrap().push(c),
         }
     }
-    out.into_iter().map(|cell| cell.trim().to_string()).collect()
+    out.into_iter()
+        .map(|cell| cell.trim().to_string())
+        .collect()
 }
 
 /// The body rows of every table in `text` whose header row's cells are `header`.
@@ -212,10 +214,15 @@ fn the_metric_table_is_the_codes_metric_names() {
 
 /// The project's Markdown: the README, the top-level documents, docs/ and bench/history/.
 fn markdown_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = ["README.md", "ARCHITECTURE.md", "SECURITY.md", "BENCHMARKS.md"]
-        .iter()
-        .map(|name| root().join(name))
-        .collect();
+    let mut files: Vec<PathBuf> = [
+        "README.md",
+        "ARCHITECTURE.md",
+        "SECURITY.md",
+        "BENCHMARKS.md",
+    ]
+    .iter()
+    .map(|name| root().join(name))
+    .collect();
     for dir in ["docs", "bench/history"] {
         let Ok(entries) = std::fs::read_dir(root().join(dir)) else {
             continue;
@@ -293,7 +300,11 @@ fn every_relative_link_in_the_docs_resolves() {
     let mut broken = Vec::new();
     for file in markdown_files() {
         let text = read(&file);
-        let shown = file.strip_prefix(root()).unwrap_or(&file).display().to_string();
+        let shown = file
+            .strip_prefix(root())
+            .unwrap_or(&file)
+            .display()
+            .to_string();
         if text.contains("../shared/") {
             broken.push(format!("{shown}: cites ../shared/"));
         }

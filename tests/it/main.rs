@@ -8,6 +8,7 @@ mod cli;
 mod coalesce;
 mod coalesce_unreadable;
 mod crash;
+mod docs;
 mod hostile_config;
 mod hostile_http;
 mod partitions;

@@ -1,5 +1,5 @@
-//! The example configurations and the README's Providers section: every provider shown, and
-//! every configuration shown passes `hookonce check-config`.
+//! The example configurations, the README's provider table and docs/providers.md: every
+//! provider shown, and every configuration shown passes `hookonce check-config`.
 
 use std::path::Path;
 
@@ -75,26 +75,28 @@ fn every_example_configuration_passes_check_config() {
     }
 }
 
-/// The README's Providers section: every provider in its table and its configuration block (which
-/// passes check-config), and the generic GitHub/Shopify/Linear sources exactly as in
-/// config/examples/generic.toml, whose configurations the fixture replays test.
+/// The README's Providers section lists every provider in its table, and docs/providers.md shows
+/// a configuration block with every provider (which passes check-config) and the generic
+/// GitHub/Shopify/Linear sources exactly as in config/examples/generic.toml, whose
+/// configurations the fixture replays test.
 #[test]
-fn the_readme_lists_every_provider_and_shows_the_tested_generic_configurations() {
+fn the_readme_lists_every_provider_and_the_provider_doc_shows_the_tested_configurations() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let start = readme
         .find("\n## Providers\n")
         .expect("a Providers section");
-    let section = &readme[start + 1..];
-    let section = &section[..section[1..].find("\n## ").map_or(section.len(), |i| i + 1)];
+    let table = &readme[start + 1..];
+    let table = &table[..table[1..].find("\n## ").map_or(table.len(), |i| i + 1)];
+    let section = std::fs::read_to_string(root.join("docs/providers.md")).unwrap();
     for provider in names() {
         assert!(
-            section.contains(&format!("| `{provider}` |")),
+            table.contains(&format!("| `{provider}` |")),
             "{provider} is not in the README's provider table"
         );
         assert!(
             section.contains(&format!("provider = \"{provider}\"")),
-            "the README has no configuration example for {provider}"
+            "docs/providers.md has no configuration example for {provider}"
         );
     }
 
@@ -106,7 +108,7 @@ fn the_readme_lists_every_provider_and_shows_the_tested_generic_configurations()
         let block = generic[at..].split("\n\n").next().unwrap().trim_end();
         assert!(
             section.contains(block),
-            "the README does not show [sources.{source}] as in config/examples/generic.toml:\n{block}"
+            "docs/providers.md does not show [sources.{source}] as in config/examples/generic.toml:\n{block}"
         );
     }
 
@@ -119,7 +121,7 @@ fn the_readme_lists_every_provider_and_shows_the_tested_generic_configurations()
         .nth(1)
         .and_then(|rest| rest.split("\n```").next())
         .expect("a TOML block");
-    let config = dir.path().join("readme.toml");
+    let config = dir.path().join("providers.toml");
     std::fs::write(
         &config,
         block.replace(

@@ -1,6 +1,6 @@
 //! The provider suites: every provider end to end, Adyen batches (hostile ones too), handshakes
-//! and retries, the `sign` command, and the example configurations and README they are
-//! documented by.
+//! and retries, the `sign` command, and the example configurations, the README and
+//! docs/providers.md they are documented by.
 
 mod adyen;
 mod adyen_hostile;

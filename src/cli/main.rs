@@ -21,7 +21,7 @@ use hookonce::config::{self, Settings, StoreBackend};
 use hookonce::server::{self, Listeners};
 
 /// jemalloc instead of glibc's malloc: request bodies are larger than glibc's per-thread cache,
-/// and under load its locked arena path took a quarter of the daemon's CPU (BENCHMARKS.md).
+/// and under load its locked arena path took a quarter of the daemon's CPU (bench/history/2026-11-30-hot-path.md).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 /// form tells two payloads under one *verified* event ID apart; a forger, who would have to choose
 /// a colliding payload, cannot get a request verified in the first place. 60 bits make an
 /// accidental collision negligible while keeping a Stripe dedup record in Redis's 136-byte
-/// allocation class instead of the 152-byte one (see BENCHMARKS.md).
+/// allocation class instead of the 152-byte one (see bench/history/2026-11-30-hot-path.md).
 ///
 /// The body record's key ([`Fingerprint::body_key`]) uses all 128 bits: there the digest is the
 /// identity of an event rather than a tie-breaker between two payloads of one identity, and two

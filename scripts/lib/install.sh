@@ -17,6 +17,7 @@
 #   ensure_npm_ci DIR PACKAGE_DIR     PACKAGE_DIR's package.json and package-lock.json installed
 #                                     with `npm ci` in DIR; rebuilt when either or node changes
 #   need_cargo_subcommand NAME CRATE  `cargo install --locked CRATE` unless `cargo NAME` runs
+#                                     (CRATE may pin a version: cargo-deny@0.20.2)
 
 # Debian keeps daemons' binaries (redis-server, nats-server's helpers, systemd tools) in /usr/sbin,
 # which a non-login root shell may not have on PATH.

@@ -4,8 +4,10 @@
 use std::str::FromStr;
 
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 
 use super::*;
+use crate::property::check;
 
 #[test]
 fn userinfo_is_redacted_whole_in_every_scheme() {
@@ -160,25 +162,38 @@ fn credentials_read_by_clients(url: &str) -> Vec<String> {
     found
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
-
-    #[test]
-    fn no_piece_of_a_secret_survives_redaction(
-        form in 0usize..10,
-        secret in secret(),
-        how in 0u8..3,
-    ) {
-        let url = with_secret(form, &encode(&secret, how));
-        let shown = redact_url(&url);
-        prop_assert!(!shown.contains(MARKER), "{url} → {shown}");
-        for credential in credentials_read_by_clients(&url) {
-            prop_assert!(!shown.contains(&credential), "{url} → {shown}");
-        }
+/// Holds the property below for one case: the secret, written into URL form `form` as `how`
+/// says, leaves no piece of itself in the redacted URL, whichever client would read it.
+fn no_piece_survives(form: usize, secret: &str, how: u8) -> Result<(), TestCaseError> {
+    let url = with_secret(form, &encode(secret, how));
+    let shown = redact_url(&url);
+    prop_assert!(!shown.contains(MARKER), "{url} → {shown}");
+    for credential in credentials_read_by_clients(&url) {
+        prop_assert!(!shown.contains(&credential), "{url} → {shown}");
     }
+    Ok(())
+}
 
-    #[test]
-    fn redaction_never_panics(text in "\\PC{0,64}") {
+#[test]
+fn a_hash_in_a_unix_socket_password_leaves_no_piece_of_it() {
+    // A case the property below once found: the '#' in the `pass` query parameter of a unix
+    // socket URL starts the fragment, so the secret's second half is no longer in the query.
+    no_piece_survives(3, "Zq7#Zq7:", 0).unwrap();
+}
+
+#[test]
+fn no_piece_of_a_secret_survives_redaction() {
+    check(
+        512,
+        (0usize..10, secret(), 0u8..3),
+        |(form, secret, how)| no_piece_survives(form, &secret, how),
+    );
+}
+
+#[test]
+fn redaction_never_panics() {
+    check(512, "\\PC{0,64}", |text| {
         let _ = redact_url(&text);
-    }
+        Ok(())
+    });
 }

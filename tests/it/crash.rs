@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use crate::support::app::provider;
 use crate::support::daemon::Daemon;
+use crate::support::freezer::Freezer;
 use crate::support::metrics::LEASE_RECLAIMS;
 use crate::support::nats::NatsServer;
-use crate::support::proxy::Proxy;
 use crate::support::settings::source;
 use crate::support::{eventually, RedisServer, SignOptions};
 
@@ -17,7 +17,7 @@ use crate::support::{eventually, RedisServer, SignOptions};
 async fn killed_between_publish_and_completion_the_republish_is_absorbed_by_jetstream() {
     let redis = RedisServer::start();
     let nats = NatsServer::start();
-    let proxy = Proxy::start(format!("127.0.0.1:{}", redis.port).parse().unwrap()).await;
+    let freezer = Freezer::start(format!("127.0.0.1:{}", redis.port).parse().unwrap()).await;
     let dir = tempfile::tempdir().unwrap();
     let config = |redis_url: String| {
         format!(
@@ -27,8 +27,12 @@ async fn killed_between_publish_and_completion_the_republish_is_absorbed_by_jets
             nats.url()
         )
     };
-    let through_proxy = dir.path().join("proxy.toml");
-    std::fs::write(&through_proxy, config(format!("redis://{}", proxy.addr))).unwrap();
+    let through_freezer = dir.path().join("freezer.toml");
+    std::fs::write(
+        &through_freezer,
+        config(format!("redis://{}", freezer.addr)),
+    )
+    .unwrap();
     let direct = dir.path().join("direct.toml");
     std::fs::write(&direct, config(redis.url())).unwrap();
 
@@ -48,10 +52,10 @@ async fn killed_between_publish_and_completion_the_republish_is_absorbed_by_jets
         request.send()
     };
 
-    // 1. The claim (a script call) passes the proxy; the completion that follows the publish
+    // 1. The claim (a script call) passes the freezer; the completion that follows the publish
     //    never reaches Redis.
-    let mut daemon = Daemon::spawn(&through_proxy, dir.path(), &[]).await;
-    proxy.freeze_after_next_script();
+    let mut daemon = Daemon::spawn(&through_freezer, dir.path(), &[]).await;
+    freezer.freeze_after_next_script();
     let stuck = tokio::spawn(post(daemon.url("/webhooks/gh")));
     eventually(10, "JetStream to store the message", || async {
         nats.messages("HOOKONCE").await.len() == 1

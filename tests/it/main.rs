@@ -14,8 +14,6 @@ mod hostile_http;
 mod partitions;
 mod providers;
 mod proxy;
-mod proxy_cli;
-mod proxy_core;
 mod redis_store;
 mod relay;
 mod server;

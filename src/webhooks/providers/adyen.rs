@@ -58,7 +58,7 @@ use super::{
 };
 
 /// Where the signature lives, named in errors in place of a header.
-const SIGNATURE_FIELD: &str = "additionalData.hmacSignature";
+pub(super) const SIGNATURE_FIELD: &str = "additionalData.hmacSignature";
 
 /// Items per batch when `max_batch_items` is not set: far above the batches Adyen sends, and
 /// small enough that a batch of copies of one captured item costs little.
@@ -375,7 +375,3 @@ impl Provider for Adyen {
         Ok(Some(edits.apply()))
     }
 }
-
-#[cfg(test)]
-#[path = "adyen_tests.rs"]
-mod tests;

@@ -73,7 +73,9 @@ impl Provider for AdyenPlatform {
 mod tests {
     use serde_json::json;
 
-    use super::super::testing::{config_error, events, headers, one, settings, signed, verify};
+    use super::super::tests::support::{
+        config_error, events, headers, one, settings, signed, verify,
+    };
     use super::*;
 
     // Adyen/adyen-python-api-library test/UtilTest.py `test_is_valid_hmac_payload`, whitespace

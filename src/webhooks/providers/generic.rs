@@ -362,7 +362,3 @@ impl Provider for Generic {
         out
     }
 }
-
-#[cfg(test)]
-#[path = "generic_tests.rs"]
-mod tests;

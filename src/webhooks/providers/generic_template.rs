@@ -172,7 +172,3 @@ fn cut_is_unique(value: &[u8], separator: &[u8], forward: bool) -> bool {
     };
     (0..n).all(|start| !(0..m).all(|j| joined(start + j) == wanted(j)))
 }
-
-#[cfg(test)]
-#[path = "generic_template_tests.rs"]
-mod tests;

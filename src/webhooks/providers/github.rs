@@ -100,7 +100,9 @@ mod tests {
     use http::HeaderMap;
     use serde_json::json;
 
-    use super::super::testing::{config_error, events, headers, one, settings, signed, verify};
+    use super::super::tests::support::{
+        config_error, events, headers, one, settings, signed, verify,
+    };
     use super::*;
 
     // GitHub's documentation vector ("Validating webhook deliveries").

@@ -110,7 +110,9 @@ mod tests {
     use serde_json::json;
 
     use super::super::header;
-    use super::super::testing::{config_error, events, headers, one, settings, signed, verify};
+    use super::super::tests::support::{
+        config_error, events, headers, one, settings, signed, verify,
+    };
     use super::*;
 
     const TOKEN: &str = "glpat-hookonce-webhook-token";

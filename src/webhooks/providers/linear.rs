@@ -142,7 +142,9 @@ mod tests {
     use serde_json::json;
 
     use super::super::signing::{tag, HmacSha256};
-    use super::super::testing::{config_error, events, headers, one, settings, signed, verify};
+    use super::super::tests::support::{
+        config_error, events, headers, one, settings, signed, verify,
+    };
     use super::*;
 
     const SECRET: &str = "lin_wh_hookonce0123456789abcdef";

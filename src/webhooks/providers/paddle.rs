@@ -88,7 +88,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::signing::{tag, HmacSha256};
-    use super::super::testing::{config_error, events, headers, one, settings, verify};
+    use super::super::tests::support::{config_error, events, headers, one, settings, verify};
     use super::*;
 
     const SECRET: &str = "pdl_ntfset_01hookonce_0123456789abcdefghijklmnop";

@@ -104,7 +104,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::secrets;
-    use super::super::testing::{headers, settings};
+    use super::super::tests::support::{headers, settings};
     use super::*;
 
     const STRIPE: ParamsShape = ParamsShape {

@@ -237,7 +237,7 @@ pub fn body_dedup(settings: &SourceSettings) -> bool {
 }
 
 /// Keys of `[sources.NAME]` that every provider understands.
-const COMMON_KEYS: &[&str] = &[
+pub(super) const COMMON_KEYS: &[&str] = &[
     "provider",
     "secrets",
     "dedup_ttl",
@@ -307,7 +307,3 @@ fn reject_unused_keys(
         }
     }
 }
-
-#[cfg(test)]
-#[path = "registry_tests.rs"]
-mod tests;

@@ -101,7 +101,7 @@ pub(crate) fn hex(secret: &str) -> Result<Vec<u8>, String> {
 mod tests {
     use serde_json::json;
 
-    use super::super::testing::settings;
+    use super::super::tests::support::settings;
     use super::*;
 
     #[test]

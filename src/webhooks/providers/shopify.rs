@@ -119,7 +119,9 @@ mod tests {
     use http::HeaderMap;
     use serde_json::json;
 
-    use super::super::testing::{config_error, events, headers, one, settings, signed, verify};
+    use super::super::tests::support::{
+        config_error, events, headers, one, settings, signed, verify,
+    };
     use super::*;
 
     const SECRET: &str = "shpss_hookonce0123456789abcdef";

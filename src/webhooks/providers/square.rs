@@ -95,7 +95,9 @@ mod tests {
     use hmac::Mac;
     use serde_json::json;
 
-    use super::super::testing::{config_error, events, headers, one, settings, signed, verify};
+    use super::super::tests::support::{
+        config_error, events, headers, one, settings, signed, verify,
+    };
     use super::*;
 
     const KEY: &str = "Ux1Gd9dQXk7BvGhookonceSquareKey";

@@ -172,7 +172,9 @@ mod tests {
     use serde_json::json;
 
     use super::super::signing::{tag, HmacSha256};
-    use super::super::testing::{config_error, events, headers, one, settings, signed, verify};
+    use super::super::tests::support::{
+        config_error, events, headers, one, settings, signed, verify,
+    };
     use super::*;
 
     // The specification's test vector (standard-webhooks/standard-webhooks, also in the SDKs).

@@ -108,7 +108,9 @@ impl Provider for Stripe {
 mod tests {
     use serde_json::json;
 
-    use super::super::testing::{config_error, events, headers, one, settings, signed, verify};
+    use super::super::tests::support::{
+        config_error, events, headers, one, settings, signed, verify,
+    };
     use super::*;
 
     // Produced by the official SDK (PyPI `stripe` 16.1.0):

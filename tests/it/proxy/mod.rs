@@ -2,13 +2,16 @@
 //! upstream HTTP server (`support::upstream`), the daemon in this process or as the real binary,
 //! over a real redis-server and the memory store alike.
 //!
-//! Topics: `replay` (keys, replay, pass-through), `upstream` (what the upstream answers and
+//! Topics: `core` (the core path on both stores, in one test each), `cli` (`inspect`, `forget`
+//! and `check-config` on a proxy's keys), `replay` (keys, replay, pass-through), `upstream` (what the upstream answers and
 //! which answers are stored), `concurrency` (duplicates in flight, lost responses, leases),
 //! `store` (expiry, Redis down and back, what Redis holds), `incomplete` (answers that break
 //! after a storable head, the exchange's deadline), `crash` (a proxy SIGKILLed
 //! mid-request), `metrics`.
 
+mod cli;
 mod concurrency;
+mod core;
 mod crash;
 mod edges;
 mod incomplete;

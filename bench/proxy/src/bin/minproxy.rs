@@ -73,7 +73,11 @@ fn sha(parts: &[&[u8]]) -> String {
 async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let body = body.collect().await.unwrap().to_bytes();
-    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    let target = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
     let key = parts.headers.get("idempotency-key").cloned();
     let Some(key) = key.filter(|_| parts.method == "POST") else {
         let (status, headers, body) = forward(&app, &parts, &target, body).await;
@@ -87,7 +91,12 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let scope = sha(&[principal]);
     let redis_key = format!(
         "mp:{{p:bench}}:{}",
-        sha(&[scope.as_bytes(), parts.method.as_str().as_bytes(), path, key.as_bytes()])
+        sha(&[
+            scope.as_bytes(),
+            parts.method.as_str().as_bytes(),
+            path,
+            key.as_bytes()
+        ])
     );
     let fingerprint = sha(&[parts.method.as_str().as_bytes(), target.as_bytes(), &body]);
     let token: u64 = rand::random();
@@ -146,7 +155,13 @@ async fn forward(
     let (parts, body) = response.into_parts();
     let body = body.collect().await.unwrap().to_bytes();
     let mut headers = parts.headers;
-    for hop in ["connection", "keep-alive", "transfer-encoding", "date", "content-length"] {
+    for hop in [
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "date",
+        "content-length",
+    ] {
         headers.remove(hop);
     }
     (parts.status, headers, body)

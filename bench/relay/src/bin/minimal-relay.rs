@@ -43,9 +43,7 @@ async fn main() {
         .get_multiplexed_async_connection_with_config(&reader_config)
         .await
         .expect("connect to Redis");
-    let _: Result<(), _> = redis
-        .xgroup_create_mkstream(&stream, &group, &start)
-        .await;
+    let _: Result<(), _> = redis.xgroup_create_mkstream(&stream, &group, &start).await;
     // The key prefix of the dedup key, from the stream's name (`<prefix>:{<source>}:events`).
     let prefix = stream.split(":{").next().unwrap_or("hookonce").to_owned();
     let http: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
@@ -62,7 +60,8 @@ async fn main() {
             .group(&group, &consumer)
             .count(held.len())
             .block(1000);
-        let reply: StreamReadReply = match reader.xread_options(&[&stream], &[">"], &options).await {
+        let reply: StreamReadReply = match reader.xread_options(&[&stream], &[">"], &options).await
+        {
             Ok(reply) => reply,
             Err(error) => {
                 eprintln!("XREADGROUP: {error}");

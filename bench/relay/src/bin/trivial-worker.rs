@@ -103,7 +103,9 @@ async fn handle(stats: Stats, request: Request<hyper::body::Incoming>) -> Respon
 
 #[tokio::main]
 async fn main() {
-    let listen = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:8099".to_owned());
+    let listen = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:8099".to_owned());
     let listener = tokio::net::TcpListener::bind(&listen).await.expect("bind");
     let stats: Stats = Stats::default();
     eprintln!("trivial-worker on {listen}");

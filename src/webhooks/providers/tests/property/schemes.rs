@@ -3,7 +3,7 @@
 //! Each case is a random event (secret, ID, timestamp, payload with any Unicode) signed here,
 //! with the `hmac` and `sha2` crates directly and the scheme as the provider documents it, never
 //! with hookonce's own signing helpers. `verify` must accept it with exactly that ID and body,
-//! must refuse it under another secret, and any mutant of it (the edits of `property_tests`) that
+//! must refuse it under another secret, and any mutant of it (the edits of `property`) that
 //! it still accepts must carry the same events.
 
 use base64::engine::general_purpose::STANDARD;
@@ -15,11 +15,11 @@ use proptest::test_runner::TestCaseError;
 use serde_json::json;
 use sha2::{Sha256, Sha512};
 
-use super::fixture_tests::{provider_for, Case};
-use super::property_mutations::{apply, mutation};
-use super::property_tests::{same_events, seen, unsigned_ids, verify_as, Seed};
-use super::Verified;
+use super::super::fixtures::{provider_for, Case};
+use super::mutations::{apply, mutation};
+use super::{same_events, seen, unsigned_ids, verify_as, Seed};
 use crate::property::check;
+use crate::webhooks::providers::Verified;
 
 /// The schemes signed here, by provider name (generic twice: two shapes).
 const SCHEMES: &[&str] = &[

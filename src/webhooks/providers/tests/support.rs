@@ -5,7 +5,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::config::SourceSettings;
 
-use super::{RawRequest, Verified, VerifyError};
+use super::super::{RawRequest, Verified, VerifyError};
 
 /// Settings for `provider` with `secrets` and extra keys given as a JSON object.
 pub(crate) fn settings(
@@ -43,7 +43,7 @@ pub(crate) fn signed(pairs: &[(String, String)]) -> HeaderMap {
 
 /// Runs `verify` on one request.
 pub(crate) fn verify(
-    provider: &dyn super::Provider,
+    provider: &dyn super::super::Provider,
     headers: &HeaderMap,
     body: &[u8],
     now_unix: i64,

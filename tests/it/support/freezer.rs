@@ -1,5 +1,6 @@
-//! A TCP proxy that can be told to stop passing client bytes after the next script call, to
-//! freeze a daemon's conversation with Redis at a chosen point (for crash-window tests).
+//! The freezer: a TCP relay between the daemon and Redis that can be told to stop passing client
+//! bytes after the next script call, to freeze a daemon's conversation with Redis at a chosen
+//! point (for crash-window tests). Not to be confused with the product's Idempotency-Key proxy.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -15,12 +16,12 @@ const ONE_MORE: u8 = 1;
 const FROZEN: u8 = 2;
 
 #[derive(Clone)]
-pub struct Proxy {
+pub struct Freezer {
     pub addr: SocketAddr,
     state: Arc<AtomicU8>,
 }
 
-impl Proxy {
+impl Freezer {
     pub async fn start(upstream: SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -4,9 +4,9 @@
 use serde_json::json;
 
 use super::super::generic::Generic;
-use super::super::testing::{config_error, events, headers, one, settings, verify};
+use super::super::generic_template::*;
 use super::super::{Provider, SignOptions, VerifyError};
-use super::*;
+use super::support::{config_error, events, headers, one, settings, verify};
 
 fn generic(template: &str) -> Result<Generic, crate::config::ConfigError> {
     let config = json!({

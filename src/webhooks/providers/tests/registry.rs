@@ -1,10 +1,13 @@
 //! Unit tests of the provider registry: every entry builds, signs and checks its keys.
 
+use std::time::Duration;
+
 use serde_json::json;
 
-use super::super::testing::settings;
+use super::super::registry::*;
 use super::super::SignOptions;
-use super::*;
+use super::support::settings;
+use crate::config::SourceSettings;
 
 /// The smallest valid settings of each provider, with the common keys every provider takes.
 fn minimal(provider: &str) -> SourceSettings {
@@ -77,9 +80,8 @@ fn every_listed_key_is_a_source_setting() {
 
 #[test]
 fn body_dedup_is_on_by_default_exactly_where_the_event_id_is_unsigned() {
-    let on = |provider: &str, extra: serde_json::Value| {
-        super::body_dedup(&settings(provider, &["s"], extra))
-    };
+    let on =
+        |provider: &str, extra: serde_json::Value| body_dedup(&settings(provider, &["s"], extra));
     for provider in ["github", "shopify", "gitlab", "linear"] {
         assert!(on(provider, json!({})), "{provider}");
     }

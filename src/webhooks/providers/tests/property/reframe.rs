@@ -18,10 +18,10 @@ use proptest::test_runner::TestCaseError;
 use serde_json::json;
 use sha2::Sha256;
 
-use super::fixture_tests::{provider_for, Case};
-use super::property_tests::{verify_as, Seed};
-use super::Verified;
+use super::super::fixtures::{provider_for, Case};
+use super::{verify_as, Seed};
 use crate::property::check;
+use crate::webhooks::providers::Verified;
 
 const NOW: i64 = 1_700_000_000;
 const ADYEN_KEY: &[u8] = b"hookonce property test key 32 b.";

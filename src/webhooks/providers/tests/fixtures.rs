@@ -11,44 +11,50 @@ use bytes::Bytes;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::testing::headers;
-use super::{build, names, Provider, RawRequest, Verified, VerifiedEvent, VerifyError};
+use super::super::{build, names, Provider, RawRequest, Verified, VerifiedEvent, VerifyError};
+use super::support::headers;
 
 /// Every fixture file, embedded so the test needs no working directory.
 pub(super) const FIXTURES: &[(&str, &str)] = &[
     (
         "stripe",
-        include_str!("../../../tests/fixtures/stripe.json"),
+        include_str!("../../../../tests/fixtures/stripe.json"),
     ),
     (
         "standard",
-        include_str!("../../../tests/fixtures/standard.json"),
+        include_str!("../../../../tests/fixtures/standard.json"),
     ),
     (
         "github",
-        include_str!("../../../tests/fixtures/github.json"),
+        include_str!("../../../../tests/fixtures/github.json"),
     ),
-    ("adyen", include_str!("../../../tests/fixtures/adyen.json")),
+    (
+        "adyen",
+        include_str!("../../../../tests/fixtures/adyen.json"),
+    ),
     (
         "adyen_platform",
-        include_str!("../../../tests/fixtures/adyen_platform.json"),
+        include_str!("../../../../tests/fixtures/adyen_platform.json"),
     ),
-    ("slack", include_str!("../../../tests/fixtures/slack.json")),
+    (
+        "slack",
+        include_str!("../../../../tests/fixtures/slack.json"),
+    ),
     (
         "paddle",
-        include_str!("../../../tests/fixtures/paddle.json"),
+        include_str!("../../../../tests/fixtures/paddle.json"),
     ),
     (
         "shopify",
-        include_str!("../../../tests/fixtures/shopify.json"),
+        include_str!("../../../../tests/fixtures/shopify.json"),
     ),
     (
         "linear",
-        include_str!("../../../tests/fixtures/linear.json"),
+        include_str!("../../../../tests/fixtures/linear.json"),
     ),
     (
         "square",
-        include_str!("../../../tests/fixtures/square.json"),
+        include_str!("../../../../tests/fixtures/square.json"),
     ),
 ];
 
@@ -218,7 +224,7 @@ fn every_fixture_case_gets_its_expected_outcome() {
 }
 
 /// config/examples/generic.toml, whose GitHub, Shopify and Linear sources the README shows.
-const GENERIC_EXAMPLE: &str = include_str!("../../../config/examples/generic.toml");
+const GENERIC_EXAMPLE: &str = include_str!("../../../../config/examples/generic.toml");
 
 /// The provider-specific keys of one `[sources.NAME]` of the generic example, as JSON settings.
 fn generic_example(source: &str) -> serde_json::Value {
@@ -318,7 +324,7 @@ fn every_fixture_file_is_replayed() {
     // `file!()` is relative to the package root, where `cargo test` runs, or absolute.
     let dir = std::path::Path::new(file!())
         .parent()
-        .map(|dir| dir.join("../../../tests/fixtures"))
+        .map(|dir| dir.join("../../../../tests/fixtures"))
         .expect("fixture_tests.rs has a parent directory");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return; // Not run from the package root: the embedded list is all we can check.

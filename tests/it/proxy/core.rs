@@ -2,73 +2,18 @@
 //! a keyed POST executes once and its retry is replayed byte for byte; other requests pass
 //! through; bad keys and reused keys get their problem answers and are counted.
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::Router;
 use hookonce::config::ProxySettings;
-use tokio::sync::Semaphore;
 
+use super::ORDERS;
+use crate::support::upstream::{Reply, Upstream};
 use crate::support::{Backend, TestApp};
 
-/// An upstream that numbers each request it executes and echoes what it saw; a request may ask
-/// for another status (`x-answer-status`) or a body of some size (`x-answer-size`).
-pub(crate) struct Upstream {
-    pub addr: SocketAddr,
-    pub executed: Arc<AtomicUsize>,
-    /// Requests sent with `x-hold` wait for a permit here before answering.
-    pub gate: Arc<Semaphore>,
-}
-
-pub(crate) async fn upstream() -> Upstream {
-    let executed = Arc::new(AtomicUsize::new(0));
-    let gate = Arc::new(Semaphore::new(0));
-    let shared = (Arc::clone(&executed), Arc::clone(&gate));
-    let app = Router::new()
-        .fallback(
-            |State((n, gate)): State<Shared>, headers: HeaderMap, body: Bytes| async move {
-                let n = n.fetch_add(1, Ordering::SeqCst) + 1;
-                if headers.contains_key("x-hold") {
-                    gate.acquire().await.unwrap().forget();
-                }
-                let key = headers
-                    .get("idempotency-key")
-                    .map(|v| v.to_str().unwrap().to_owned());
-                let forwarded = headers.contains_key("x-forwarded-for");
-                let mut text = format!("run {n} key {key:?} fwd {forwarded} body {}", body.len());
-                let asked = |name| {
-                    headers
-                        .get(name)
-                        .map(|v| v.to_str().unwrap().parse().unwrap())
-                };
-                if let Some(size) = asked("x-answer-size") {
-                    text = "x".repeat(size as usize);
-                }
-                let status = StatusCode::from_u16(asked("x-answer-status").unwrap_or(201) as u16);
-                (status.unwrap(), [("x-run", n.to_string())], text)
-            },
-        )
-        .with_state(shared);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    Upstream {
-        addr,
-        executed,
-        gate,
-    }
-}
-
-type Shared = (Arc<AtomicUsize>, Arc<Semaphore>);
-
-pub(crate) async fn proxied(backend: Backend, upstream: &Upstream) -> (TestApp, String) {
+/// A proxy named `orders` in front of `upstream` (a base URL), keyed on `/v1/orders`; returns the
+/// app and the proxy's base URL.
+pub(crate) async fn proxied(backend: Backend, upstream: &str) -> (TestApp, String) {
     let settings = ProxySettings {
         listen: ([127, 0, 0, 1], 0).into(),
-        upstream: format!("http://{}", upstream.addr),
+        upstream: upstream.to_owned(),
         routes: vec!["/v1/orders".to_owned()],
         ..ProxySettings::default()
     };
@@ -89,22 +34,27 @@ async fn post(app: &TestApp, url: &str, key: Option<&str>, body: &str) -> reqwes
 }
 
 async fn executes_once_and_replays(backend: Backend) {
-    let upstream = upstream().await;
-    let (app, base) = proxied(backend, &upstream).await;
+    let upstream = Upstream::start().await;
+    let (app, base) = proxied(backend, &upstream.url()).await;
     let url = format!("{base}/v1/orders");
     let first = post(&app, &url, Some("k1"), "{}").await;
     assert_eq!(first.status(), 201);
     assert!(first.headers().get("idempotency-replayed").is_none());
     let first_body = first.bytes().await.unwrap();
-    assert_eq!(&first_body[..], br#"run 1 key Some("k1") fwd true body 2"#);
+    assert_eq!(
+        &first_body[..],
+        br#"{"execution":1,"path":"/v1/orders","key":"k1"}"#
+    );
+    let executed = upstream.last(ORDERS);
+    assert!(executed.header("x-forwarded-for").is_some(), "{executed:?}");
+    assert_eq!(&executed.body[..], b"{}");
 
     // The quoted spelling names the same key.
     let replay = post(&app, &url, Some("\"k1\""), "{}").await;
     assert_eq!(replay.status(), 201);
     assert_eq!(replay.headers()["idempotency-replayed"], "true");
-    assert_eq!(replay.headers()["x-run"], "1");
     assert_eq!(replay.bytes().await.unwrap(), first_body);
-    assert_eq!(upstream.executed.load(Ordering::SeqCst), 1);
+    assert_eq!(upstream.seen().len(), 1);
 
     let reused = post(&app, &url, Some("k1"), "{\"other\":1}").await;
     assert_eq!(reused.status(), 422);
@@ -121,7 +71,7 @@ async fn executes_once_and_replays(backend: Backend) {
         assert_eq!(response.status(), 201);
         assert!(response.headers().get("idempotency-replayed").is_none());
     }
-    assert_eq!(upstream.executed.load(Ordering::SeqCst), 4);
+    assert_eq!(upstream.seen().len(), 4);
 
     let count = |outcome| {
         let app = &app;
@@ -168,20 +118,25 @@ async fn post_with(
 
 #[tokio::test]
 async fn retry_statuses_and_failures_release_the_claim() {
-    let upstream = upstream().await;
-    let (app, base) = proxied(Backend::Redis, &upstream).await;
+    let upstream = Upstream::start().await;
+    let (app, base) = proxied(Backend::Redis, &upstream.url()).await;
     let url = format!("{base}/v1/orders");
-    let busy = post_with(&app, &url, "k", &[("x-answer-status", "503")]).await;
+    upstream.answer_in_turn(ORDERS, vec![Reply::status(503), Reply::status(409)]);
+    let busy = post_with(&app, &url, "k", &[]).await;
     assert_eq!(busy.status(), 503);
     assert!(busy.headers().get("idempotency-replayed").is_none());
     // Released: the retry executes again, and a stored 4xx is replayed.
-    let rejected = post_with(&app, &url, "k", &[("x-answer-status", "409")]).await;
+    let rejected = post_with(&app, &url, "k", &[]).await;
     assert_eq!(rejected.status(), 409);
-    assert_eq!(rejected.headers()["x-run"], "2");
+    let rejected_body = rejected.bytes().await.unwrap();
+    assert!(
+        rejected_body.starts_with(br#"{"execution":2,"#),
+        "{rejected_body:?}"
+    );
     let replayed = post_with(&app, &url, "k", &[]).await;
     assert_eq!(replayed.status(), 409);
     assert_eq!(replayed.headers()["idempotency-replayed"], "true");
-    assert_eq!(upstream.executed.load(Ordering::SeqCst), 2);
+    assert_eq!(upstream.seen().len(), 2);
     let labels = [("proxy", "orders"), ("outcome", "released")];
     assert_eq!(
         app.metric("hookonce_proxy_requests_total", &labels).await,
@@ -195,12 +150,7 @@ async fn an_unreachable_upstream_is_502_and_released() {
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = closed.local_addr().unwrap();
     drop(closed);
-    let upstream = Upstream {
-        addr,
-        executed: Arc::default(),
-        gate: Arc::new(Semaphore::new(0)),
-    };
-    let (app, base) = proxied(Backend::Memory, &upstream).await;
+    let (app, base) = proxied(Backend::Memory, &format!("http://{addr}")).await;
     let url = format!("{base}/v1/orders");
     for _ in 0..2 {
         let response = post_with(&app, &url, "k", &[]).await;
@@ -220,32 +170,32 @@ async fn an_unreachable_upstream_is_502_and_released() {
 
 #[tokio::test]
 async fn an_oversized_response_is_passed_through_and_replayed_without_its_body() {
-    let upstream = upstream().await;
-    let (app, base) = proxied(Backend::Redis, &upstream).await;
+    let upstream = Upstream::start().await;
+    let (app, base) = proxied(Backend::Redis, &upstream.url()).await;
     let url = format!("{base}/v1/orders");
-    let big = ((1 << 20) + 10).to_string();
-    let first = post_with(&app, &url, "k", &[("x-answer-size", &big)]).await;
+    upstream.answer(ORDERS, Reply::default().body_size((1 << 20) + 10));
+    let first = post_with(&app, &url, "k", &[]).await;
     assert_eq!(first.status(), 201);
     assert_eq!(first.bytes().await.unwrap().len(), (1 << 20) + 10);
-    let replay = post_with(&app, &url, "k", &[("x-answer-size", &big)]).await;
+    let replay = post_with(&app, &url, "k", &[]).await;
     assert_eq!(replay.status(), 201);
     assert_eq!(replay.headers()["idempotency-replay-truncated"], "true");
     assert_eq!(replay.headers()["content-length"], "0");
     assert!(replay.bytes().await.unwrap().is_empty());
-    assert_eq!(upstream.executed.load(Ordering::SeqCst), 1);
+    assert_eq!(upstream.seen().len(), 1);
     app.stop().await;
 }
 
 #[tokio::test]
 async fn with_the_store_down_keyed_requests_fail_closed_and_others_pass() {
-    let upstream = upstream().await;
-    let (mut app, base) = proxied(Backend::Redis, &upstream).await;
+    let upstream = Upstream::start().await;
+    let (mut app, base) = proxied(Backend::Redis, &upstream.url()).await;
     app.redis.as_mut().unwrap().kill();
     let url = format!("{base}/v1/orders");
     let refused = post_with(&app, &url, "k", &[]).await;
     assert_eq!(refused.status(), 503);
     assert!(refused.headers().contains_key("retry-after"));
-    assert_eq!(upstream.executed.load(Ordering::SeqCst), 0);
+    assert_eq!(upstream.seen().len(), 0);
     assert_eq!(app.client.get(&url).send().await.unwrap().status(), 201);
     assert_eq!(post(&app, &url, None, "{}").await.status(), 201);
     app.redis.as_mut().unwrap().restart();
@@ -258,15 +208,12 @@ async fn with_the_store_down_keyed_requests_fail_closed_and_others_pass() {
 }
 
 async fn a_duplicate_in_flight_is_409_and_a_changed_payload_422(backend: Backend) {
-    let upstream = upstream().await;
-    let (app, base) = proxied(backend, &upstream).await;
+    let upstream = Upstream::start().await;
+    let (app, base) = proxied(backend, &upstream.url()).await;
     let url = format!("{base}/v1/orders");
+    let gate = upstream.hold();
     let first = tokio::spawn({
-        let request = app
-            .client
-            .post(&url)
-            .header("Idempotency-Key", "k")
-            .header("x-hold", "1");
+        let request = app.client.post(&url).header("Idempotency-Key", "k");
         async move { request.body("{}").send().await.unwrap() }
     });
     let held = [("proxy", "orders")];
@@ -280,11 +227,11 @@ async fn a_duplicate_in_flight_is_409_and_a_changed_payload_422(backend: Backend
     assert!(duplicate.headers().contains_key("retry-after"));
     let changed = post(&app, &url, Some("k"), "{\"changed\":1}").await;
     assert_eq!(changed.status(), 422);
-    upstream.gate.add_permits(1);
+    gate.add_permits(1);
     assert_eq!(first.await.unwrap().status(), 201);
     let replay = post_with(&app, &url, "k", &[]).await;
     assert_eq!(replay.headers()["idempotency-replayed"], "true");
-    assert_eq!(upstream.executed.load(Ordering::SeqCst), 1);
+    assert_eq!(upstream.seen().len(), 1);
     assert_eq!(app.metric("hookonce_proxy_claims_held", &held).await, 0.0);
     app.stop().await;
 }

@@ -5,8 +5,8 @@
 //! original: the same IDs and the same forwarded bytes. A mutant is the fixture with a few edits
 //! an attacker (or a careless proxy) could make: flipped, inserted or dropped bytes, truncation,
 //! whitespace, header-name case, duplicated, dropped or extra headers, reordered or extra
-//! signature parameters (`property_mutations`). `property_schemes` checks the same against an
-//! independent HMAC; `property_reframe` tries the re-framings of ambiguous signed strings.
+//! signature parameters (`mutations`). `schemes` checks the same against an
+//! independent HMAC; `reframe` tries the re-framings of ambiguous signed strings.
 //!
 //! Three exceptions follow from the schemes themselves, not from hookonce:
 //! - Where the event ID is an unsigned header (GitHub, Shopify, Linear, GitLab), a mutant that
@@ -16,6 +16,11 @@
 //! - GitLab signs nothing (the token is the secret itself), so only an unchanged ID header holds
 //!   the ID to the original's.
 
+mod mutations;
+mod parsers;
+mod reframe;
+mod schemes;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
@@ -24,10 +29,10 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use super::fixture_tests::{body_of, provider_for, Case, Expect, FixtureFile, FIXTURES};
-use super::property_mutations::{apply, mutation};
-use super::{Provider, RawRequest, Verified};
+use self::mutations::{apply, mutation};
+use super::fixtures::{body_of, provider_for, Case, Expect, FixtureFile, FIXTURES};
 use crate::property::check;
+use crate::webhooks::providers::{Provider, RawRequest, Verified};
 
 /// One signed request of a fixture, ready to be mutated.
 pub(super) struct Seed {

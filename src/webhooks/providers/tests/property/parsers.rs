@@ -10,11 +10,11 @@ use proptest::prelude::*;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use super::extract::Pointer;
-use super::params::ParamsShape;
-use super::signatures::Candidates;
-use super::splice::{Edits, Members};
 use crate::property::check;
+use crate::webhooks::providers::extract::Pointer;
+use crate::webhooks::providers::params::ParamsShape;
+use crate::webhooks::providers::signatures::Candidates;
+use crate::webhooks::providers::splice::{Edits, Members};
 
 const STRIPE: ParamsShape = ParamsShape {
     header: "stripe-signature",
@@ -186,13 +186,13 @@ fn property_a_pointer_finds_the_value_whatever_its_keys_hold() {
 
 #[test]
 fn property_every_provider_builds_or_refuses_any_source_settings() {
-    let key = prop::sample::select(super::generic::KEYS.to_vec());
+    let key = prop::sample::select(crate::webhooks::providers::generic::KEYS.to_vec());
     let text = prop_oneof![
         "[ -~]{0,16}",
         prop::sample::select(vec!["{body}", "{id}{body}", "/id", "sha512", "hex", "5m"])
             .prop_map(str::to_owned),
     ];
-    let names: Vec<&str> = super::names().collect();
+    let names: Vec<&str> = crate::webhooks::providers::names().collect();
     let strategy = (
         prop::sample::select(names),
         vec("[ -~]{1,20}", 0..3),
@@ -206,7 +206,7 @@ fn property_every_provider_builds_or_refuses_any_source_settings() {
         // Secrets written `env:…` or `file:…` are resolved while deserializing; any other text
         // is a literal.
         if let Ok(settings) = serde_json::from_value(settings) {
-            let _ = super::build("s", &settings);
+            let _ = crate::webhooks::providers::build("s", &settings);
         }
         Ok(())
     });

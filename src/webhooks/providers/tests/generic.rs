@@ -4,9 +4,10 @@
 use http::HeaderMap;
 use serde_json::{json, Value};
 
-use super::super::testing::{config_error, events, headers, one, settings, signed, verify};
-use super::super::{build, Provider};
-use super::*;
+use super::super::generic::*;
+use super::super::generic_template::{parse_template, Part};
+use super::super::{build, Provider, SignOptions, VerifyError};
+use super::support::{config_error, events, headers, one, settings, signed, verify};
 
 fn generic(secrets: &[&str], extra: Value) -> Generic {
     Generic::from_settings("gen", &settings("generic", secrets, extra)).unwrap()

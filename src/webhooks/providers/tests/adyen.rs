@@ -3,10 +3,11 @@
 use hmac::Mac;
 use serde_json::json;
 
+use super::super::adyen::*;
 use super::super::signatures::base64;
 use super::super::signing::{tag, HmacSha256};
-use super::super::testing::{config_error, events, headers, one, settings, verify};
-use super::*;
+use super::super::{Provider, SignError, SignOptions, Verified, VerifyError};
+use super::support::{config_error, events, headers, one, settings, verify};
 
 // Adyen/adyen-python-api-library test/UtilTest.py.
 const KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";

@@ -1,15 +1,14 @@
 //! `hookonce inspect` / `forget` on a proxy's idempotency keys, and `check-config` on its keys.
 
-use std::sync::atomic::Ordering;
-
-use crate::proxy_core::{proxied, upstream};
+use super::core::proxied;
 use crate::support::binary::{hookonce, output_text, write};
+use crate::support::upstream::Upstream;
 use crate::support::Backend;
 
 #[tokio::test]
 async fn inspect_and_forget_a_proxy_key_without_printing_the_principal() {
-    let upstream = upstream().await;
-    let (app, base) = proxied(Backend::Redis, &upstream).await;
+    let upstream = Upstream::start().await;
+    let (app, base) = proxied(Backend::Redis, &upstream.url()).await;
     let url = format!("{base}/v1/orders");
     let send = || {
         app.client
@@ -74,7 +73,7 @@ async fn inspect_and_forget_a_proxy_key_without_printing_the_principal() {
     let again = send().await.unwrap();
     assert_eq!(again.status(), 201);
     assert!(again.headers().get("idempotency-replayed").is_none());
-    assert_eq!(upstream.executed.load(Ordering::SeqCst), 2);
+    assert_eq!(upstream.seen().len(), 2);
 
     // Today's form still works next to the proxy's.
     let event = hookonce(&["inspect", "--config", cfg, "orders", "x"], &[]);

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use super::deliver::{self, Failure};
-use super::worker::{until_stopped, Lane, Shared};
+use super::route_state::{until_stopped, Lane, Shared};
 use crate::metrics::RelayOutcome;
 use crate::store::relay::DeadLetter;
 use crate::store::StreamEntry;
@@ -211,5 +211,26 @@ impl Job {
             }
             pause = (pause * 2).min(Duration::from_secs(2));
         }
+    }
+}
+
+/// Hands a held entry to a job.
+pub(super) async fn start(
+    shared: &Arc<Shared>,
+    lane: &Arc<Lane>,
+    entry: StreamEntry,
+    attempt: u32,
+    slot: OwnedSemaphorePermit,
+    jobs: &mpsc::Sender<Job>,
+) {
+    let job = Job {
+        shared: Arc::clone(shared),
+        lane: Arc::clone(lane),
+        entry,
+        attempt,
+        slot,
+    };
+    if let Err(mpsc::error::SendError(job)) = jobs.send(job).await {
+        lane.release(&job.entry.id);
     }
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::job::Job;
-use super::worker::{claim, start as launch, until_stopped, Lane, Shared};
+use super::job::{start as launch, Job};
+use super::route_state::{claim, until_stopped, Lane, Shared, BATCH};
 use crate::store::{is_missing_group, StoreError, StreamEntry};
 use crate::util::error_chain;
 
@@ -71,7 +71,7 @@ async fn take_over(
     let (store, group, consumer) = (&shared.store, &shared.route.group, &shared.consumer);
     let mut cursor = "0-0".to_owned();
     loop {
-        let free = shared.slots.available_permits().min(super::worker::BATCH);
+        let free = shared.slots.available_permits().min(BATCH);
         if free == 0 {
             return Ok(());
         }

@@ -26,6 +26,7 @@ pub mod dlq;
 mod job;
 mod keeper;
 pub mod route;
+mod route_state;
 pub mod streams;
 pub mod trim;
 mod worker;

@@ -9,7 +9,7 @@ use super::backoff::Backoff;
 use super::streams;
 use crate::config::{ConfigError, RouteSettings, RouteStart, Settings};
 use crate::forward::Target;
-use crate::webhooks::providers::StandardSigner;
+use crate::signing::StandardSigner;
 
 /// What a route knows of one source it reads.
 pub struct RouteSource {
@@ -66,12 +66,13 @@ impl Route {
         }
         let mut per_source = Vec::new();
         for source in &route.sources {
-            let (_, target) = crate::webhooks::source(settings, source)?;
+            let target = Target::of_source(settings, source)?;
+            let streams = target.streams();
             let prefix = &settings.store.key_prefix;
             per_source.push(RouteSource {
                 name: source.clone(),
                 target,
-                streams: streams::of_source(settings, source)?,
+                streams,
                 dead_letters: streams::dead_letters(prefix, source, name),
                 replays: streams::replays(prefix, source, name),
             });

@@ -1,5 +1,7 @@
 //! Unit tests of the provider registry: every entry builds, signs and checks its keys.
 
+use std::time::Duration;
+
 use serde_json::json;
 
 use super::super::testing::settings;

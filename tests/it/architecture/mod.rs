@@ -1,6 +1,6 @@
 //! ARCHITECTURE.md's invariants about imports, checked against the crate's own sources: the
 //! file-level import graph of src/ (see `graph.rs` for how it is read) has no cycle, `config` and
-//! `util` are leaves.
+//! `util` are leaves, and the relay does not reach into the webhook front.
 
 mod graph;
 
@@ -117,4 +117,20 @@ fn config_and_util_are_leaves() {
         .map(|(from, to, line)| format!("{from} -> {} (line {line})", display(to)))
         .collect();
     assert!(outside.is_empty(), "a leaf imports the crate: {outside:#?}");
+}
+#[test]
+fn relay_does_not_import_the_webhook_front() {
+    let graph = crate_graph();
+    let up: Vec<String> = graph
+        .edges()
+        .filter(|(from, to, _)| {
+            (*from == "relay" || from.starts_with("relay::"))
+                && (*to == "webhooks" || to.starts_with("webhooks::"))
+        })
+        .map(|(from, to, line)| format!("{from} -> {to} (line {line})"))
+        .collect();
+    assert!(
+        up.is_empty(),
+        "the relay imports the webhook front: {up:#?}"
+    );
 }

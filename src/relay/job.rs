@@ -9,16 +9,16 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use super::deliver::{self, Failure};
-use super::route_state::{until_stopped, Lane, Shared};
+use super::route_state::{until_stopped, RouteStream, Shared};
 use crate::metrics::RelayOutcome;
-use crate::store::relay::DeadLetter;
+use crate::store::relay_scripts::DeadLetter;
 use crate::store::StreamEntry;
 use crate::util::{error_chain, unix_ms};
 
 /// An entry this relay holds, and the attempt it is at (its delivery count in Redis).
 pub(super) struct Job {
     pub shared: Arc<Shared>,
-    pub lane: Arc<Lane>,
+    pub lane: Arc<RouteStream>,
     pub entry: StreamEntry,
     pub attempt: u32,
     /// A place among the entries this relay may hold at once; returned when the job ends.
@@ -217,7 +217,7 @@ impl Job {
 /// Hands a held entry to a job.
 pub(super) async fn start(
     shared: &Arc<Shared>,
-    lane: &Arc<Lane>,
+    lane: &Arc<RouteStream>,
     entry: StreamEntry,
     attempt: u32,
     slot: OwnedSemaphorePermit,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::backoff::Backoff;
-use super::streams;
+use super::stream_keys;
 use crate::config::{ConfigError, RouteSettings, RouteStart, Settings};
 use crate::forward::Target;
 use crate::signing::StandardSigner;
@@ -16,7 +16,7 @@ pub struct RouteSource {
     pub name: String,
     /// The source's keys: the dedup record key of an event is its `Idempotency-Key`.
     pub target: Target,
-    /// The source's streams ([`streams::of_source`]).
+    /// The source's streams ([`stream_keys::of_source`]).
     pub streams: Vec<String>,
     pub dead_letters: String,
     pub replays: String,
@@ -73,13 +73,13 @@ impl Route {
                 name: source.clone(),
                 target,
                 streams,
-                dead_letters: streams::dead_letters(prefix, source, name),
-                replays: streams::replays(prefix, source, name),
+                dead_letters: stream_keys::dead_letters(prefix, source, name),
+                replays: stream_keys::replays(prefix, source, name),
             });
         }
         Ok(Self {
             name: name.to_owned(),
-            group: streams::group(name),
+            group: stream_keys::group(name),
             sources: route.sources.clone(),
             per_source,
             globs: route

@@ -1,6 +1,6 @@
 //! What every task of one route shares — the route, its store and scripts, the concurrency and
 //! the places for held entries — and its lanes, one per stream it reads, with the entries of it
-//! this relay holds. It sits below the reader (`worker.rs`), the jobs (`job.rs`) and the keeper
+//! this relay holds. It sits below the reader (`route_runner.rs`), the jobs (`job.rs`) and the keeper
 //! (`keeper.rs`), which all use it, so that none of them imports another for it.
 
 use std::collections::HashMap;
@@ -42,7 +42,7 @@ pub(super) struct Shared {
 }
 
 /// One stream a route reads, and the entries of it this relay holds.
-pub(super) struct Lane {
+pub(super) struct RouteStream {
     /// Index into `route.per_source`.
     pub source: usize,
     pub stream: String,
@@ -51,7 +51,7 @@ pub(super) struct Lane {
     held: Mutex<HashMap<String, Option<AbortHandle>>>,
 }
 
-impl Lane {
+impl RouteStream {
     /// Marks `id` held; false when it already is (a takeover of an entry we still work on).
     pub(super) fn hold(&self, id: &str) -> bool {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
@@ -94,12 +94,12 @@ impl Lane {
 }
 
 /// The lanes of a route: each source's streams, then its replay stream.
-pub(super) fn lanes(route: &Route) -> Vec<Lane> {
+pub(super) fn lanes(route: &Route) -> Vec<RouteStream> {
     let mut lanes = Vec::new();
     for (index, source) in route.per_source.iter().enumerate() {
         let streams = source.streams.iter().map(|s| (s, false));
         for (stream, replay) in streams.chain([(&source.replays, true)]) {
-            lanes.push(Lane {
+            lanes.push(RouteStream {
                 source: index,
                 stream: stream.clone(),
                 replay,
@@ -113,7 +113,7 @@ pub(super) fn lanes(route: &Route) -> Vec<Lane> {
 /// Whether this relay is to work on `entry`: false when its type does not match (then it is
 /// acknowledged for this route) or when it is held already (a takeover of an entry we still
 /// work on). True marks it held.
-pub(super) async fn claim(shared: &Shared, lane: &Lane, entry: &StreamEntry) -> bool {
+pub(super) async fn claim(shared: &Shared, lane: &RouteStream, entry: &StreamEntry) -> bool {
     if !shared.route.matches(&entry.text("event_type")) {
         let (s, group) = (&shared.scripts, &shared.route.group);
         match s

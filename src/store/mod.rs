@@ -13,14 +13,14 @@
 //! - `connection`: the one connection type over the three topologies, on redis-rs's own
 //!   clients; `sentinel`: the master found, and found again after a failover, via Sentinel.
 //! - [`record`]: the dedup record formats and the payload [`Fingerprint`].
-//! - [`relay`]: the relay's scripts (refresh, retry, acknowledge, dead-letter, copy, trim); and
+//! - [`relay_scripts`]: the relay's scripts (refresh, retry, acknowledge, dead-letter, copy, trim); and
 //!   `streams.rs`, the consumer-group commands as `RedisStore` methods and [`StreamEntry`].
 
 mod client_options;
 mod connection;
 pub mod record;
 pub mod redis;
-pub mod relay;
+pub mod relay_scripts;
 mod sentinel;
 mod streams;
 
@@ -31,7 +31,7 @@ use crate::config::{StoreBackend, StoreSettings};
 
 pub use self::record::{Fingerprint, Record};
 pub use self::redis::{RedisStore, Script, ScriptCall, WaitReplicas, Waited};
-pub use self::relay::RelayScripts;
+pub use self::relay_scripts::RelayScripts;
 pub use self::streams::{is_missing_group, StreamEntry};
 
 /// Why a store call did not succeed. Every variant answers 503, so the sender retries.

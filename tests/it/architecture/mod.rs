@@ -54,7 +54,7 @@ fn import_graph_finds_known_edges() {
         ("app", "store"),
         ("webhooks::ingest", "forward"),
         ("config::endpoints::settings_tests", "config"),
-        ("relay::worker", "relay::route"),
+        ("relay::route_runner", "relay::route"),
         ("store::streams", "store::connection"),
         ("relay::job", "relay::deliver"),
     ] {

@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use super::job::{start, Job};
 use super::keeper::{keep, sample};
 use super::route::Route;
-use super::route_state::{claim, lanes, until_stopped, Lane, Shared, BATCH};
+use super::route_state::{claim, lanes, until_stopped, RouteStream, Shared, BATCH};
 use crate::config::RouteStart;
 use crate::metrics::RelayMetrics;
 use crate::store::{is_missing_group, RedisStore, RelayScripts, StoreError, StreamEntry};
@@ -22,7 +22,7 @@ use crate::util::error_chain;
 const BLOCK: Duration = Duration::from_secs(1);
 
 /// One route of one relay process, as `Relay::build` made it.
-pub struct RouteWorker {
+pub struct RouteRunner {
     pub route: Arc<Route>,
     pub metrics: Arc<RelayMetrics>,
     pub store: RedisStore,
@@ -32,7 +32,7 @@ pub struct RouteWorker {
     pub claim_idle: Duration,
 }
 
-impl RouteWorker {
+impl RouteRunner {
     /// Runs until `stopped`, then waits for the jobs in flight; dropping it stops everything.
     pub async fn run(self, stopped: watch::Receiver<bool>) {
         let route = Arc::clone(&self.route);
@@ -80,7 +80,11 @@ impl RouteWorker {
 }
 
 /// Creates the lane's group where the route starts (`0` or `$`); a replay stream from `0`.
-async fn create_group(shared: &Shared, lane: &Lane, start: RouteStart) -> Result<(), StoreError> {
+async fn create_group(
+    shared: &Shared,
+    lane: &RouteStream,
+    start: RouteStart,
+) -> Result<(), StoreError> {
     let start = match (start, lane.replay) {
         (RouteStart::New, false) => "$",
         _ => "0",
@@ -96,7 +100,7 @@ async fn create_group(shared: &Shared, lane: &Lane, start: RouteStart) -> Result
 }
 
 /// The lane's reader: new entries, about as many as there are free slots.
-async fn read(shared: Arc<Shared>, lane: Arc<Lane>, jobs: mpsc::Sender<Job>) {
+async fn read(shared: Arc<Shared>, lane: Arc<RouteStream>, jobs: mpsc::Sender<Job>) {
     let mut stopped = shared.stopped.clone();
     let mut pause = Outage::default();
     let reader = loop {
@@ -154,7 +158,7 @@ async fn read(shared: Arc<Shared>, lane: Arc<Lane>, jobs: mpsc::Sender<Job>) {
 /// stops (the entries not started stay pending, for this relay's successor).
 async fn hand_over(
     shared: &Arc<Shared>,
-    lane: &Arc<Lane>,
+    lane: &Arc<RouteStream>,
     entries: Vec<StreamEntry>,
     jobs: &mpsc::Sender<Job>,
 ) -> bool {
@@ -185,7 +189,7 @@ struct Outage {
 }
 
 impl Outage {
-    async fn wait(&mut self, shared: &Shared, lane: &Lane, error: &StoreError) {
+    async fn wait(&mut self, shared: &Shared, lane: &RouteStream, error: &StoreError) {
         let pause = match self.pause {
             None => {
                 tracing::warn!(message = "Relay cannot read from Redis; retrying.", stream = %lane.stream, error = %error_chain(error));
@@ -201,7 +205,7 @@ impl Outage {
         }
     }
 
-    fn clear(&mut self, lane: &Lane) {
+    fn clear(&mut self, lane: &RouteStream) {
         if self.pause.take().is_some() {
             tracing::info!(message = "Relay reads from Redis again.", stream = %lane.stream);
         }

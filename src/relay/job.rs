@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use super::deliver::{self, Failure};
 use super::route_state::{until_stopped, RouteStream, Shared};
-use crate::metrics::RelayOutcome;
+use crate::outcome::RelayOutcome;
 use crate::store::relay_scripts::DeadLetter;
 use crate::store::StreamEntry;
 use crate::util::{error_chain, unix_ms};

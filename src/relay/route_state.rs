@@ -11,7 +11,8 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::AbortHandle;
 
 use super::route::Route;
-use crate::metrics::{RelayMetrics, RelayOutcome};
+use crate::metrics::RelayMetrics;
+use crate::outcome::RelayOutcome;
 use crate::store::{RedisStore, RelayScripts, StreamEntry};
 use crate::util::error_chain;
 

@@ -2,7 +2,10 @@
 //! file-level import graph of src/ (see `graph.rs` for how it is read) has no cycle, `config` and
 //! `util` are leaves, and the relay does not reach into the webhook front.
 
+mod cycles;
 mod graph;
+mod lex;
+mod scan;
 
 use graph::{display, Graph};
 use std::path::Path;

@@ -23,6 +23,8 @@
 //! - [`store`]: the Redis connection and script calls, and the record formats.
 //! - [`sinks`]: where two-phase mode publishes: stdout, a file, NATS JetStream, HTTP.
 //! - [`metrics`]: every metric name in one place; [`outcome`]: the outcomes of a delivery.
+//! - [`provider_defaults`]: each provider's default dedup window and body dedup, below the fronts.
+//! - [`signing`]: the keyed MACs and the Standard Webhooks signer both the front and the relay use.
 //! - [`util`]: a boxed future type and the wall clock.
 
 pub mod admission;
@@ -36,9 +38,11 @@ pub mod metrics;
 pub mod outcome;
 #[cfg(test)]
 mod property;
+pub mod provider_defaults;
 pub mod proxy;
 pub mod relay;
 pub mod server;
+pub mod signing;
 pub mod sinks;
 pub mod store;
 pub mod util;

@@ -178,3 +178,30 @@ impl ProxyOutcome {
         self as usize
     }
 }
+
+/// What became of one relay attempt or entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelayOutcome {
+    Delivered,
+    Failed,
+    DeadLettered,
+    Skipped,
+}
+
+impl RelayOutcome {
+    pub const ALL: [RelayOutcome; 4] = [
+        RelayOutcome::Delivered,
+        RelayOutcome::Failed,
+        RelayOutcome::DeadLettered,
+        RelayOutcome::Skipped,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            RelayOutcome::Delivered => "delivered",
+            RelayOutcome::Failed => "failed",
+            RelayOutcome::DeadLettered => "dead_lettered",
+            RelayOutcome::Skipped => "skipped",
+        }
+    }
+}

@@ -28,10 +28,9 @@ pub use redact::{is_credential_name, redact_url, REDACTED};
 pub use relay::{
     RelaySettings, RouteSettings, RouteStart, RESERVED_HEADERS, RESERVED_PREFIX, SIGNING_HEADERS,
 };
-pub use sections::{ServerSettings, ServiceUrl, StoreBackend, StoreSettings};
+pub use sections::{ServerSettings, ServiceUrl, StoreBackend, StoreSettings, StoreTopology};
 pub use sink::{SinkKind, SinkSettings, SinkTrim};
 pub use source::SourceSettings;
-pub use topology::StoreTopology;
 pub use values::{
     ByteSize, HumanDuration, Secret, ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE, MAX_TIMEOUT,
     MAX_TOLERANCE,

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ByteSize, ConfigError, HumanDuration, Secret, StoreTopology, ABOVE_ZERO, MAX_TIMEOUT};
+use super::{ByteSize, ConfigError, HumanDuration, Secret, ABOVE_ZERO, MAX_TIMEOUT};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -235,5 +235,29 @@ impl StoreSettings {
             }
         }
         Ok(())
+    }
+}
+
+/// `store.topology`: how Redis is reached. It lives beside `StoreSettings`, which holds it;
+/// the checks on the keys each topology reads are in `topology.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreTopology {
+    /// One server at `store.redis_url`.
+    #[default]
+    Standalone,
+    /// A Redis Cluster reached through the seed nodes in `store.cluster_nodes`.
+    Cluster,
+    /// The master named `store.sentinel_master`, asked of `store.sentinels`.
+    Sentinel,
+}
+
+impl StoreTopology {
+    pub fn label(self) -> &'static str {
+        match self {
+            StoreTopology::Standalone => "standalone",
+            StoreTopology::Cluster => "cluster",
+            StoreTopology::Sentinel => "sentinel",
+        }
     }
 }

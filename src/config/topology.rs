@@ -1,36 +1,13 @@
-//! `store.topology`: how Redis is reached — one server, a Redis Cluster, or a master found
-//! through Sentinel — and the checks on the keys each topology reads.
+//! The checks on `store.topology` (how Redis is reached — one server, a Redis Cluster, or a master
+//! found through Sentinel) and on the keys each topology reads. `StoreTopology` itself sits in
+//! `sections.rs` beside `StoreSettings`, so that this file imports that one and not the reverse.
 //!
 //! Every key that belongs to another topology than the configured one is refused rather than
 //! ignored: a `cluster_nodes` list left in a standalone configuration is a deployment that meant
 //! something else, and would otherwise run against the wrong Redis without a word.
 
-use serde::{Deserialize, Serialize};
-
 use super::endpoints::check_redis_url;
-use super::{redact_url, ConfigError, ServiceUrl, StoreBackend, StoreSettings};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StoreTopology {
-    /// One server at `store.redis_url`.
-    #[default]
-    Standalone,
-    /// A Redis Cluster reached through the seed nodes in `store.cluster_nodes`.
-    Cluster,
-    /// The master named `store.sentinel_master`, asked of `store.sentinels`.
-    Sentinel,
-}
-
-impl StoreTopology {
-    pub fn label(self) -> &'static str {
-        match self {
-            StoreTopology::Standalone => "standalone",
-            StoreTopology::Cluster => "cluster",
-            StoreTopology::Sentinel => "sentinel",
-        }
-    }
-}
+use super::{redact_url, ConfigError, ServiceUrl, StoreBackend, StoreSettings, StoreTopology};
 
 /// Schemes a standalone `redis_url` may use (a cluster node or a sentinel is a TCP address).
 const STANDALONE_SCHEMES: &[&str] = &["redis://", "rediss://", "redis+unix://", "unix://"];

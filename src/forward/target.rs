@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use crate::config::{ConfigError, Settings};
+use crate::provider_defaults;
 use crate::store::Fingerprint;
 
 /// Where one source's events go and how long they are remembered. Built once per source.
@@ -77,6 +79,43 @@ impl Partition {
 }
 
 impl Target {
+    /// The target of the configured source `name`: the one place that turns a source's settings
+    /// and its provider's defaults into its keys, streams and window. It builds no provider, so
+    /// the relay and the commands that act on one source learn a source's keys without the
+    /// webhook front.
+    pub fn of_source(settings: &Settings, name: &str) -> Result<Self, ConfigError> {
+        let Some(source) = settings.sources.get(name) else {
+            return Err(ConfigError::invalid(
+                format!("sources.{name}"),
+                "no source of this name is configured",
+            ));
+        };
+        let Some(defaults) = provider_defaults::lookup(&source.provider) else {
+            let known: Vec<&str> = provider_defaults::PROVIDER_DEFAULTS
+                .iter()
+                .map(|d| d.name)
+                .collect();
+            return Err(ConfigError::invalid(
+                format!("sources.{name}.provider"),
+                format!(
+                    "unknown provider {:?} (known: {})",
+                    source.provider,
+                    known.join(", ")
+                ),
+            ));
+        };
+        let dedup_ttl = source.dedup_ttl.map_or(defaults.dedup_ttl, |d| d.0);
+        Ok(Target::new(
+            &settings.store.key_prefix,
+            name,
+            defaults.name,
+            source.stream.as_deref(),
+            dedup_ttl,
+        )
+        .with_body_dedup(provider_defaults::body_dedup(source))
+        .with_partitions(source.partition_count()))
+    }
+
     /// An unpartitioned source: its keys carry the hash tag `{<source>}`.
     pub fn new(
         key_prefix: &str,

@@ -3,6 +3,8 @@
 
 use metrics::{Counter, Gauge, Histogram, Label, Unit};
 
+use crate::outcome::RelayOutcome;
+
 use super::{
     Metrics, DEAD_LETTERS, RELAY_ATTEMPT_DURATION_SECONDS, RELAY_DELIVERIES_TOTAL,
     RELAY_END_TO_END_SECONDS, RELAY_LAG,
@@ -37,33 +39,6 @@ pub(super) const HELP: [(&str, Unit, &str); 5] = [
         "Entries in a route's dead-letter stream for a source (sampled).",
     ),
 ];
-
-/// What became of one relay attempt or entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RelayOutcome {
-    Delivered,
-    Failed,
-    DeadLettered,
-    Skipped,
-}
-
-impl RelayOutcome {
-    pub const ALL: [RelayOutcome; 4] = [
-        RelayOutcome::Delivered,
-        RelayOutcome::Failed,
-        RelayOutcome::DeadLettered,
-        RelayOutcome::Skipped,
-    ];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            RelayOutcome::Delivered => "delivered",
-            RelayOutcome::Failed => "failed",
-            RelayOutcome::DeadLettered => "dead_lettered",
-            RelayOutcome::Skipped => "skipped",
-        }
-    }
-}
 
 /// Pre-registered handles for one route.
 pub struct RelayMetrics {

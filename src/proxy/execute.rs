@@ -24,7 +24,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use super::passthrough::{downstream, failed};
-use super::{error_chain, Ending, Keyed, Proxy, Reply};
+use super::{error_chain, Ending, KeyedRequest, Proxy, ProxyReply};
 use crate::ledger::Claim;
 use crate::metrics::CompletionFailure;
 use crate::outcome::ProxyOutcome;
@@ -50,11 +50,11 @@ enum Exchanged {
 }
 
 impl Proxy {
-    pub(super) async fn execute(&self, request: Keyed) -> Reply {
+    pub(super) async fn execute(&self, request: KeyedRequest) -> ProxyReply {
         let claim = match self.claim(&request.record_key, &request.fingerprint).await {
             Ok(claim) => claim,
             Err(error) => {
-                return Reply::refused(ProxyOutcome::Unavailable, error_chain(&error));
+                return ProxyReply::refused(ProxyOutcome::Unavailable, error_chain(&error));
             }
         };
         match claim {
@@ -65,19 +65,21 @@ impl Proxy {
                 self.run(request, &token).await
             }
             Claim::Done { ack } => match StoredResponse::decode(&ack) {
-                Some(stored) if stored.incomplete => Reply::refused(
+                Some(stored) if stored.incomplete => ProxyReply::refused(
                     ProxyOutcome::Incomplete,
                     "executed earlier; its answer is stored as incomplete",
                 ),
-                Some(stored) => Reply {
+                Some(stored) => ProxyReply {
                     outcome: ProxyOutcome::Replayed,
                     ending: Ending::Replay(stored),
                     detail: None,
                 },
-                None => Reply::refused(ProxyOutcome::Unavailable, "unreadable stored response"),
+                None => {
+                    ProxyReply::refused(ProxyOutcome::Unavailable, "unreadable stored response")
+                }
             },
-            Claim::Mismatch => Reply::refused(ProxyOutcome::KeyReused, "another payload"),
-            Claim::InFlight { .. } => Reply::refused(ProxyOutcome::InFlight, "in flight"),
+            Claim::Mismatch => ProxyReply::refused(ProxyOutcome::KeyReused, "another payload"),
+            Claim::InFlight { .. } => ProxyReply::refused(ProxyOutcome::InFlight, "in flight"),
         }
     }
 
@@ -111,9 +113,9 @@ impl Proxy {
     }
 
     /// Executes a claimed request upstream and settles the claim from the answer.
-    async fn run(&self, request: Keyed, token: &str) -> Reply {
+    async fn run(&self, request: KeyedRequest, token: &str) -> ProxyReply {
         let _held = self.claims.hold();
-        let Keyed {
+        let KeyedRequest {
             record_key,
             fingerprint,
             mut parts,
@@ -123,7 +125,7 @@ impl Proxy {
         } = request;
         if let Err(detail) = self.upstream.prepare(&mut parts, peer) {
             self.release(&record_key, token).await;
-            return Reply::refused(ProxyOutcome::Unavailable, detail);
+            return ProxyReply::refused(ProxyOutcome::Unavailable, detail);
         }
         let started = Instant::now();
         // One deadline for the whole exchange: the head, the stored part of the body, and the
@@ -144,7 +146,7 @@ impl Proxy {
                 self.release(&record_key, token).await;
                 let response = downstream(response.map(|b| bounded(Body::new(b), deadline)));
                 let detail = format!("upstream answered {}", response.status().as_u16());
-                return Reply {
+                return ProxyReply {
                     outcome: ProxyOutcome::Released,
                     ending: Ending::Upstream(response),
                     detail: Some(detail),
@@ -165,7 +167,7 @@ impl Proxy {
                 if let Some(failure) = failure {
                     detail = format!("{detail}; {failure}");
                 }
-                return Reply::refused(ProxyOutcome::Incomplete, detail);
+                return ProxyReply::refused(ProxyOutcome::Incomplete, detail);
             }
             Ok(Exchanged::Whole(parts, bytes)) => {
                 let stored =
@@ -180,7 +182,7 @@ impl Proxy {
         let detail = self
             .complete(&record_key, token, &fingerprint, &stored)
             .await;
-        Reply {
+        ProxyReply {
             outcome: ProxyOutcome::Executed,
             ending: Ending::Upstream(downstream(Response::from_parts(parts, body))),
             detail,

@@ -24,7 +24,7 @@ pub mod problem;
 #[cfg(test)]
 mod property_tests;
 pub mod response;
-pub mod route;
+pub mod route_match;
 pub mod scope;
 pub mod upstream;
 
@@ -45,7 +45,7 @@ use claims::Claims;
 use key::KeyError;
 use problem::Problem;
 use response::StoredResponse;
-use route::{Routes, Routing};
+use route_match::{Routes, Routing};
 use scope::Scope;
 use upstream::{Upstream, UpstreamError};
 
@@ -84,7 +84,7 @@ pub struct Door {
 }
 
 /// How a request ended: the outcome that is counted, and what the client gets.
-struct Reply {
+struct ProxyReply {
     outcome: ProxyOutcome,
     ending: Ending,
     detail: Option<String>,
@@ -101,7 +101,7 @@ enum Ending {
     Refused,
 }
 
-impl Reply {
+impl ProxyReply {
     fn refused(outcome: ProxyOutcome, detail: impl ToString) -> Self {
         Self {
             outcome,
@@ -112,7 +112,7 @@ impl Reply {
 }
 
 /// One keyed request, read and identified, on its way to the ledger.
-struct Keyed {
+struct KeyedRequest {
     record_key: String,
     fingerprint: String,
     parts: axum::http::request::Parts,
@@ -179,8 +179,8 @@ impl Proxy {
     }
 
     /// The reply to a request that could not be admitted (`server.max_in_flight`).
-    fn overloaded() -> Reply {
-        Reply::refused(ProxyOutcome::Unavailable, "too many requests in flight")
+    fn overloaded() -> ProxyReply {
+        ProxyReply::refused(ProxyOutcome::Unavailable, "too many requests in flight")
     }
 
     /// Answers one request received on this proxy's listener from `peer`.
@@ -193,7 +193,7 @@ impl Proxy {
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
         match self.route(request, peer, started).await {
-            Routed::Reply(reply) => self.finish(reply, &method, &path, started),
+            Routed::Replied(reply) => self.finish(reply, &method, &path, started),
             Routed::Answered(response) => response,
         }
     }
@@ -213,9 +213,10 @@ impl Proxy {
         peer: SocketAddr,
         started: Instant,
     ) -> Routed {
-        let refused = |outcome, detail: String| Routed::Reply(Reply::refused(outcome, detail));
+        let refused =
+            |outcome, detail: String| Routed::Replied(ProxyReply::refused(outcome, detail));
         match self.routes.route(request.method(), request.uri().path()) {
-            Routing::Unrouted => return Routed::Reply(self.pass_through(request, peer).await),
+            Routing::Unrouted => return Routed::Replied(self.pass_through(request, peer).await),
             Routing::NonCanonical => {
                 return refused(
                     ProxyOutcome::NonCanonicalPath,
@@ -227,7 +228,7 @@ impl Proxy {
         let key = match key::from_headers(request.headers()) {
             Ok(key) => key,
             Err(KeyError::Missing) if !self.require_key => {
-                return Routed::Reply(self.pass_through(request, peer).await)
+                return Routed::Replied(self.pass_through(request, peer).await)
             }
             Err(KeyError::Missing) => {
                 return refused(ProxyOutcome::MissingKey, "no Idempotency-Key".into())
@@ -244,10 +245,10 @@ impl Proxy {
             Err(error) => return refused(body_outcome(&error), error_chain(&error)),
         };
         let Some(admitted) = self.admission.try_admit() else {
-            return Routed::Reply(Self::overloaded());
+            return Routed::Replied(Self::overloaded());
         };
         let uri = &parts.uri;
-        let keyed = Keyed {
+        let keyed = KeyedRequest {
             record_key: self.record_key(&parts.headers, &parts.method, uri.path(), &key),
             fingerprint: scope::fingerprint(&parts.method, uri.path(), uri.query(), &body.bytes),
             parts,
@@ -298,12 +299,12 @@ impl Proxy {
     /// Answers, counts and logs one request; the only exit of `handle`.
     fn finish(
         &self,
-        reply: Reply,
+        reply: ProxyReply,
         method: &Method,
         path: &str,
         started: Instant,
     ) -> Response<Body> {
-        let Reply {
+        let ProxyReply {
             outcome,
             ending,
             detail,
@@ -338,7 +339,7 @@ fn body_outcome(error: &BodyError) -> ProxyOutcome {
 /// What routing one request came to: a reply still to be answered, counted and logged, or a
 /// response a spawned task already answered, counted and logged.
 enum Routed {
-    Reply(Reply),
+    Replied(ProxyReply),
     Answered(Response<Body>),
 }
 

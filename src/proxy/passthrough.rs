@@ -7,16 +7,20 @@ use std::time::Instant;
 use axum::body::Body;
 use axum::http::{Request, Response};
 
-use super::{error_chain, upstream, Ending, Proxy, Reply};
+use super::{error_chain, upstream, Ending, Proxy, ProxyReply};
 use crate::outcome::ProxyOutcome;
 use crate::util::declared_length;
 use upstream::UpstreamError;
 
 impl Proxy {
     /// Forwards a request that gets no idempotency, streaming both ways; stores nothing.
-    pub(super) async fn pass_through(&self, request: Request<Body>, peer: SocketAddr) -> Reply {
+    pub(super) async fn pass_through(
+        &self,
+        request: Request<Body>,
+        peer: SocketAddr,
+    ) -> ProxyReply {
         if declared_length(request.headers()).is_some_and(|n| n > self.body_limit as u64) {
-            return Reply::refused(ProxyOutcome::TooLarge, "body over server.body_limit");
+            return ProxyReply::refused(ProxyOutcome::TooLarge, "body over server.body_limit");
         }
         // Streamed, so there is no body to wait for first: the permit is held from here until the
         // upstream's head is back (`upstream_timeout` bounds it).
@@ -26,7 +30,7 @@ impl Proxy {
         let (mut parts, body) = request.into_parts();
         let outcome = ProxyOutcome::PassedThrough;
         if let Err(detail) = self.upstream.prepare(&mut parts, peer) {
-            return Reply::refused(ProxyOutcome::Unavailable, detail);
+            return ProxyReply::refused(ProxyOutcome::Unavailable, detail);
         }
         let request = Request::from_parts(parts, self.upstream.limit(body));
         let started = Instant::now();
@@ -38,7 +42,7 @@ impl Proxy {
             .upstream
             .record(started.elapsed().as_secs_f64());
         match result {
-            Ok(response) => Reply {
+            Ok(response) => ProxyReply {
                 outcome,
                 ending: Ending::Upstream(downstream(response.map(Body::new))),
                 detail: None,
@@ -49,8 +53,8 @@ impl Proxy {
 }
 
 /// A request that ended with an upstream failure (timeout, refused or reset connection).
-pub(super) fn failed(outcome: ProxyOutcome, error: UpstreamError) -> Reply {
-    Reply {
+pub(super) fn failed(outcome: ProxyOutcome, error: UpstreamError) -> ProxyReply {
+    ProxyReply {
         outcome,
         detail: Some(error_chain(&error)),
         ending: Ending::Failed(error),

@@ -15,7 +15,7 @@ use proptest::test_runner::TestCaseError;
 
 use super::key;
 use super::response::StoredResponse;
-use super::route::{normalise, Routes, Routing};
+use super::route_match::{normalise, Routes, Routing};
 use super::upstream::is_hop_by_hop;
 use crate::property::check;
 

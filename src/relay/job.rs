@@ -6,19 +6,19 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use super::deliver::{self, Failure};
-use super::worker::{until_stopped, Lane, Shared};
-use crate::metrics::RelayOutcome;
-use crate::store::relay::DeadLetter;
+use super::route_state::{until_stopped, RouteStream, Shared};
+use crate::outcome::RelayOutcome;
+use crate::store::relay_scripts::DeadLetter;
 use crate::store::StreamEntry;
 use crate::util::{error_chain, unix_ms};
 
 /// An entry this relay holds, and the attempt it is at (its delivery count in Redis).
 pub(super) struct Job {
     pub shared: Arc<Shared>,
-    pub lane: Arc<Lane>,
+    pub lane: Arc<RouteStream>,
     pub entry: StreamEntry,
     pub attempt: u32,
     /// A place among the entries this relay may hold at once; returned when the job ends.
@@ -211,5 +211,26 @@ impl Job {
             }
             pause = (pause * 2).min(Duration::from_secs(2));
         }
+    }
+}
+
+/// Hands a held entry to a job.
+pub(super) async fn start(
+    shared: &Arc<Shared>,
+    lane: &Arc<RouteStream>,
+    entry: StreamEntry,
+    attempt: u32,
+    slot: OwnedSemaphorePermit,
+    jobs: &mpsc::Sender<Job>,
+) {
+    let job = Job {
+        shared: Arc::clone(shared),
+        lane: Arc::clone(lane),
+        entry,
+        attempt,
+        slot,
+    };
+    if let Err(mpsc::error::SendError(job)) = jobs.send(job).await {
+        lane.release(&job.entry.id);
     }
 }

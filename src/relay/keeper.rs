@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::job::Job;
-use super::worker::{claim, start as launch, until_stopped, Lane, Shared};
+use super::job::{start as launch, Job};
+use super::route_state::{claim, until_stopped, RouteStream, Shared, BATCH};
 use crate::store::{is_missing_group, StoreError, StreamEntry};
 use crate::util::error_chain;
 
@@ -19,7 +19,7 @@ const CHUNK: usize = 256;
 const SAMPLE_EVERY: Duration = Duration::from_secs(5);
 
 /// Every `claim_idle / 4`: refresh, then take over. Runs until aborted by the route.
-pub(super) async fn keep(shared: Arc<Shared>, lane: Arc<Lane>, jobs: mpsc::Sender<Job>) {
+pub(super) async fn keep(shared: Arc<Shared>, lane: Arc<RouteStream>, jobs: mpsc::Sender<Job>) {
     let every = (shared.claim_idle / 4).max(Duration::from_millis(100));
     let mut ticker = tokio::time::interval(every);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -37,13 +37,13 @@ pub(super) async fn keep(shared: Arc<Shared>, lane: Arc<Lane>, jobs: mpsc::Sende
     }
 }
 
-fn log(lane: &Lane, what: &str, error: &StoreError) {
+fn log(lane: &RouteStream, what: &str, error: &StoreError) {
     if !is_missing_group(error) {
         tracing::warn!(message = "Relay keeper's Redis call failed.", what, stream = %lane.stream, error = %error_chain(error));
     }
 }
 
-async fn refresh(shared: &Shared, lane: &Lane) -> Result<(), StoreError> {
+async fn refresh(shared: &Shared, lane: &RouteStream) -> Result<(), StoreError> {
     let ids = lane.ids();
     for chunk in ids.chunks(CHUNK) {
         let (group, consumer) = (&shared.route.group, &shared.consumer);
@@ -65,13 +65,13 @@ async fn refresh(shared: &Shared, lane: &Lane) -> Result<(), StoreError> {
 /// One pass of `XAUTOCLAIM` over the lane, as many entries as there are free slots.
 async fn take_over(
     shared: &Arc<Shared>,
-    lane: &Arc<Lane>,
+    lane: &Arc<RouteStream>,
     jobs: &mpsc::Sender<Job>,
 ) -> Result<(), StoreError> {
     let (store, group, consumer) = (&shared.store, &shared.route.group, &shared.consumer);
     let mut cursor = "0-0".to_owned();
     loop {
-        let free = shared.slots.available_permits().min(super::worker::BATCH);
+        let free = shared.slots.available_permits().min(BATCH);
         if free == 0 {
             return Ok(());
         }
@@ -106,7 +106,7 @@ async fn take_over(
 /// Starts jobs for taken-over entries at the attempt their delivery count says.
 async fn start(
     shared: &Arc<Shared>,
-    lane: &Arc<Lane>,
+    lane: &Arc<RouteStream>,
     claimed: Vec<StreamEntry>,
     jobs: &mpsc::Sender<Job>,
 ) -> Result<(), StoreError> {

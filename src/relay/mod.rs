@@ -9,15 +9,15 @@
 //!   pending, for this relay's successor). `App` runs it when `relay.enabled`; `hookonce relay`
 //!   runs it alone.
 //! - [`validate`]: the checks that need the relay's own code (signing secrets decode).
-//! - [`streams::of_source`]: the one place that says which streams a source has.
+//! - [`stream_keys::of_source`]: the one place that says which streams a source has.
 //! - [`dlq`]: list, replay and drop dead letters, and [`dlq::redeliver`] one stream entry
 //!   (`hookonce dlq …`, `hookonce redeliver`).
 //! - [`trim::Trimmer`]: `sink.trim = "acknowledged"`, run by `App` and `hookonce relay`.
 //!
-//! Parts: `route.rs` (a route's globs and headers), `worker.rs` (one route's lanes and read
+//! Parts: `route.rs` (a route's globs and headers), `route_runner.rs` (one route's lanes and read
 //! loops), `keeper.rs` (refresh of what it holds, takeover, sampling), `job.rs` (one entry's
 //! attempts, ack or dead letter), `deliver.rs` (one HTTP attempt), `backoff.rs`
-//! (delays and `Retry-After`), `dlq.rs`, `trim.rs`, `streams.rs` (key names). Every Redis
+//! (delays and `Retry-After`), `dlq.rs`, `trim.rs`, `stream_keys.rs` (key names). Every Redis
 //! command goes through `store::RedisStore` (its stream methods and scripts).
 
 pub mod backoff;
@@ -26,9 +26,10 @@ pub mod dlq;
 mod job;
 mod keeper;
 pub mod route;
-pub mod streams;
+mod route_runner;
+mod route_state;
+pub mod stream_keys;
 pub mod trim;
-mod worker;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -61,7 +62,7 @@ pub fn validate(settings: &Settings) -> Result<(), ConfigError> {
 
 /// Every route of one relay process, ready to run.
 pub struct Relay {
-    routes: Vec<worker::RouteWorker>,
+    routes: Vec<route_runner::RouteRunner>,
     shutdown_timeout: Duration,
     consumer: String,
 }
@@ -82,7 +83,7 @@ impl Relay {
         for (name, route) in &settings.relay.routes {
             let route = Arc::new(Route::build(name, route, settings)?);
             let metrics = Arc::new(metrics.relay_route(name, &route.sources));
-            routes.push(worker::RouteWorker {
+            routes.push(route_runner::RouteRunner {
                 route,
                 metrics,
                 store: store.clone(),

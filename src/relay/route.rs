@@ -6,17 +6,17 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::backoff::Backoff;
-use super::streams;
+use super::stream_keys;
 use crate::config::{ConfigError, RouteSettings, RouteStart, Settings};
 use crate::forward::Target;
-use crate::webhooks::providers::StandardSigner;
+use crate::signing::StandardSigner;
 
 /// What a route knows of one source it reads.
 pub struct RouteSource {
     pub name: String,
     /// The source's keys: the dedup record key of an event is its `Idempotency-Key`.
     pub target: Target,
-    /// The source's streams ([`streams::of_source`]).
+    /// The source's streams ([`stream_keys::of_source`]).
     pub streams: Vec<String>,
     pub dead_letters: String,
     pub replays: String,
@@ -66,19 +66,20 @@ impl Route {
         }
         let mut per_source = Vec::new();
         for source in &route.sources {
-            let (_, target) = crate::webhooks::source(settings, source)?;
+            let target = Target::of_source(settings, source)?;
+            let streams = target.streams();
             let prefix = &settings.store.key_prefix;
             per_source.push(RouteSource {
                 name: source.clone(),
                 target,
-                streams: streams::of_source(settings, source)?,
-                dead_letters: streams::dead_letters(prefix, source, name),
-                replays: streams::replays(prefix, source, name),
+                streams,
+                dead_letters: stream_keys::dead_letters(prefix, source, name),
+                replays: stream_keys::replays(prefix, source, name),
             });
         }
         Ok(Self {
             name: name.to_owned(),
-            group: streams::group(name),
+            group: stream_keys::group(name),
             sources: route.sources.clone(),
             per_source,
             globs: route

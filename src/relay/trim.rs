@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::streams;
+use super::stream_keys;
 use crate::config::{Settings, SinkTrim};
 use crate::store::{RedisStore, RelayScripts};
 use crate::util::error_chain;
@@ -24,7 +24,7 @@ pub fn spawn(settings: &Settings, store: RedisStore, mut stopped: watch::Receive
     let streams: Vec<String> = settings
         .sources
         .keys()
-        .filter_map(|source| streams::of_source(settings, source).ok())
+        .filter_map(|source| stream_keys::of_source(settings, source).ok())
         .flatten()
         .collect();
     let scripts = RelayScripts::new();

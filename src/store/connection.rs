@@ -12,17 +12,16 @@
 //! run together, which servers readiness and the eviction check ask — is in the two methods
 //! below.
 
-use std::time::Duration;
-
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Client, Cmd, FromRedisValue, IntoConnectionInfo, RedisFuture, RedisResult, Value};
 
+use super::client_options::{manager_config, with_credentials, CLIENT_RETRIES, MAX_RETRY_WAIT};
 use super::sentinel::SentinelConnection;
 use super::RedisStartError;
-use crate::config::{Secret, StoreSettings, StoreTopology};
+use crate::config::{StoreSettings, StoreTopology};
 
 /// A connection to standalone Redis, a Redis Cluster, or Sentinel's master.
 #[derive(Clone)]
@@ -31,11 +30,6 @@ pub(super) enum Connection {
     Cluster(ClusterConnection),
     Sentinel(SentinelConnection),
 }
-
-/// Retries of one call inside the client: few, because the caller's deadline (`store.timeout`)
-/// is what bounds a request, and the provider retries what got 503.
-const CLIENT_RETRIES: u32 = 2;
-const MAX_RETRY_WAIT: Duration = Duration::from_millis(200);
 
 impl Connection {
     /// Connects to the configured topology within four times `store.timeout`.
@@ -256,30 +250,6 @@ impl ConnectionLike for Connection {
             Self::Sentinel(connection) => connection.get_db(),
         }
     }
-}
-
-/// The reconnect policy of every single-server connection (standalone, sentinel's master).
-pub(super) fn manager_config(timeout: Duration) -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout))
-        .set_number_of_retries(CLIENT_RETRIES as usize)
-        .set_max_delay(MAX_RETRY_WAIT)
-}
-
-/// `info` with the data-node credentials of `store.username` / `store.password`, when set.
-pub(super) fn with_credentials(
-    mut redis: redis::RedisConnectionInfo,
-    username: Option<&Secret>,
-    password: Option<&Secret>,
-) -> redis::RedisConnectionInfo {
-    if let Some(username) = username {
-        redis = redis.set_username(username.expose());
-    }
-    if let Some(password) = password {
-        redis = redis.set_password(password.expose());
-    }
-    redis
 }
 
 async fn standalone(settings: &StoreSettings) -> RedisResult<ConnectionManager> {

@@ -13,13 +13,14 @@
 //! - `connection`: the one connection type over the three topologies, on redis-rs's own
 //!   clients; `sentinel`: the master found, and found again after a failover, via Sentinel.
 //! - [`record`]: the dedup record formats and the payload [`Fingerprint`].
-//! - [`relay`]: the relay's scripts (refresh, retry, acknowledge, dead-letter, copy, trim); and
+//! - [`relay_scripts`]: the relay's scripts (refresh, retry, acknowledge, dead-letter, copy, trim); and
 //!   `streams.rs`, the consumer-group commands as `RedisStore` methods and [`StreamEntry`].
 
+mod client_options;
 mod connection;
 pub mod record;
 pub mod redis;
-pub mod relay;
+pub mod relay_scripts;
 mod sentinel;
 mod streams;
 
@@ -29,8 +30,8 @@ use std::time::Duration;
 use crate::config::{StoreBackend, StoreSettings};
 
 pub use self::record::{Fingerprint, Record};
-pub use self::redis::{RedisStartError, RedisStore, Script, ScriptCall, WaitReplicas, Waited};
-pub use self::relay::RelayScripts;
+pub use self::redis::{RedisStore, Script, ScriptCall, WaitReplicas, Waited};
+pub use self::relay_scripts::RelayScripts;
 pub use self::streams::{is_missing_group, StreamEntry};
 
 /// Why a store call did not succeed. Every variant answers 503, so the sender retries.
@@ -49,6 +50,26 @@ pub enum StoreError {
     /// The memory store's records would pass `store.memory_max_bytes`.
     #[error("memory store is full ({0} bytes of records)")]
     FullBytes(usize),
+}
+
+/// Why the daemon refuses to start against a Redis. Beside `StoreError`, so that the files
+/// that connect (`connection.rs`, `redis.rs`) share it without importing each other.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisStartError {
+    #[error("cannot connect to Redis at {url}")]
+    Connect {
+        url: String,
+        #[source]
+        source: ::redis::RedisError,
+    },
+    #[error("cannot load the scripts into Redis")]
+    Script(#[source] ::redis::RedisError),
+    #[error(
+        "Redis maxmemory-policy is {policy:?} (on {node}), which can evict dedup records and let \
+         duplicates through; set it to noeviction, or set store.allow_eviction = true to accept \
+         the risk"
+    )]
+    EvictionPolicy { policy: String, node: String },
 }
 
 /// Connects to the configured Redis and runs the start-up safety checks; `None` for the memory

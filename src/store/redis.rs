@@ -14,7 +14,7 @@ use std::time::Duration;
 use redis::{FromRedisValue, ToRedisArgs, Value};
 
 use super::connection::Connection;
-use super::{with_timeout, StoreError};
+use super::{with_timeout, RedisStartError, StoreError};
 use crate::config::StoreSettings;
 
 /// A Lua script, loaded once and then called by its SHA.
@@ -33,25 +33,6 @@ pub struct RedisStore {
     pub(super) timeout: Duration,
     /// Kept to open the relay's dedicated connections (same topology) for blocking reads.
     pub(super) settings: Arc<StoreSettings>,
-}
-
-/// Why the daemon refuses to start against a Redis.
-#[derive(Debug, thiserror::Error)]
-pub enum RedisStartError {
-    #[error("cannot connect to Redis at {url}")]
-    Connect {
-        url: String,
-        #[source]
-        source: redis::RedisError,
-    },
-    #[error("cannot load the scripts into Redis")]
-    Script(#[source] redis::RedisError),
-    #[error(
-        "Redis maxmemory-policy is {policy:?} (on {node}), which can evict dedup records and let \
-         duplicates through; set it to noeviction, or set store.allow_eviction = true to accept \
-         the risk"
-    )]
-    EvictionPolicy { policy: String, node: String },
 }
 
 /// One `EVALSHA` being built: the script, then its keys and arguments in order.

@@ -21,7 +21,7 @@ use redis::{
     Cmd, IntoConnectionInfo, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
 };
 
-use super::connection::{manager_config, with_credentials};
+use super::client_options::{manager_config, with_credentials};
 use crate::config::StoreSettings;
 
 /// A connection to the current master; cheap to clone.

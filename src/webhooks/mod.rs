@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::body::BodyReader;
-use crate::config::{ConfigError, Settings, SourceSettings};
+use crate::config::{ConfigError, Settings};
 use crate::forward::{Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics};
 use providers::Provider;
@@ -46,29 +46,7 @@ pub fn source(settings: &Settings, name: &str) -> Result<(Arc<dyn Provider>, Tar
         ));
     };
     let provider = providers::build(name, source)?;
-    let target = target(settings, name, source, provider.name());
-    Ok((provider, target))
-}
-
-fn target(
-    settings: &Settings,
-    name: &str,
-    source: &SourceSettings,
-    provider: &'static str,
-) -> Target {
-    let dedup_ttl = source
-        .dedup_ttl
-        .map(|d| d.0)
-        .unwrap_or_else(|| providers::default_dedup_ttl(provider));
-    Target::new(
-        &settings.store.key_prefix,
-        name,
-        provider,
-        source.stream.as_deref(),
-        dedup_ttl,
-    )
-    .with_body_dedup(providers::body_dedup(source))
-    .with_partitions(source.partition_count())
+    Ok((provider, Target::of_source(settings, name)?))
 }
 
 impl Ingest {
@@ -83,7 +61,7 @@ impl Ingest {
         let mut sources = HashMap::new();
         for (name, source) in &settings.sources {
             let provider = providers::build(name, source)?;
-            let target = target(settings, name, source, provider.name());
+            let target = Target::of_source(settings, name)?;
             let metrics = metrics.source(name);
             sources.insert(
                 name.clone(),

@@ -53,11 +53,11 @@ mod tests;
 use bytes::Bytes;
 use http::HeaderMap;
 
+pub use crate::signing::StandardSigner;
 pub use registry::{
     body_dedup, build, default_dedup_ttl, lookup, names, BodyDedup, ProviderSpec, REGISTRY,
 };
 pub use secrets::decode_secrets;
-pub use standard::StandardSigner;
 
 pub use crate::event::{validate_event_id, VerifiedEvent, VerifyError, MAX_EVENT_ID_LEN};
 

@@ -10,11 +10,7 @@
 //! The text says what kind of problem it is and where, never which character: the decoders'
 //! own error texts quote the offending symbol, which is a piece of the secret.
 
-use base64::Engine as _;
-
 use crate::config::{ConfigError, Secret, SourceSettings};
-
-use super::signatures::BASE64_LENIENT;
 
 /// One secret's decoder: the key bytes, or what is wrong with the text.
 pub(crate) type Decoder = fn(&str) -> Result<Vec<u8>, String>;
@@ -56,26 +52,8 @@ pub(crate) fn raw(secret: &str) -> Result<Vec<u8>, String> {
     Ok(secret.as_bytes().to_vec())
 }
 
-/// `whsec_<base64>` → key bytes. The prefix is optional and padding too, as in the official
-/// Standard Webhooks libraries.
-pub(crate) fn whsec_base64(secret: &str) -> Result<Vec<u8>, String> {
-    let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
-    let key = BASE64_LENIENT.decode(encoded).map_err(|e| {
-        let problem = match e {
-            base64::DecodeError::InvalidByte(at, _) => format!("a non-base64 character at {at}"),
-            base64::DecodeError::InvalidLastSymbol(at, _) => {
-                format!("a last character at {at} that leaves bits over")
-            }
-            base64::DecodeError::InvalidLength(_) => "a length no base64 text has".to_owned(),
-            base64::DecodeError::InvalidPadding => "misplaced padding".to_owned(),
-        };
-        format!("is not \"whsec_\" followed by base64 (it has {problem})")
-    })?;
-    if key.is_empty() {
-        return Err("decodes to an empty key".to_owned());
-    }
-    Ok(key)
-}
+/// `whsec_<base64>` → key bytes (shared with the relay's signer).
+pub(crate) use crate::signing::whsec_base64;
 
 /// Hex digits (either case, surrounding spaces ignored) → key bytes. Adyen shows its HMAC keys so
 /// (64 digits for the 32-byte keys it generates).

@@ -133,12 +133,7 @@ impl Candidates {
 }
 
 /// Standard alphabet that accepts padded and unpadded input alike (senders differ).
-pub(crate) const BASE64_LENIENT: base64::engine::GeneralPurpose =
-    base64::engine::GeneralPurpose::new(
-        &base64::alphabet::STANDARD,
-        base64::engine::GeneralPurposeConfig::new()
-            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
-    );
+pub(crate) use crate::signing::BASE64_LENIENT;
 
 /// Base64 (standard alphabet, padded) of a tag, for `sign`.
 pub(crate) fn base64(bytes: &[u8]) -> String {

@@ -42,14 +42,8 @@ pub(crate) fn any_key_matches<M: Mac + Clone>(
     })
 }
 
-/// The MAC of `message` under `key`, for `sign`.
-pub(crate) fn tag<M: Mac + Clone>(key: &M, message: &[&[u8]]) -> Vec<u8> {
-    let mut mac = key.clone();
-    for part in message {
-        mac.update(part);
-    }
-    mac.finalize().into_bytes().to_vec()
-}
+/// The MAC of `message` under `key`, for `sign` (shared with the relay's signer).
+pub(crate) use crate::signing::tag;
 
 /// Decodes a source's secrets with `decode` and keys one MAC state per secret.
 pub(crate) fn keyed_macs<M: Mac + KeyInit>(

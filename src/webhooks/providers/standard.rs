@@ -27,6 +27,7 @@ use super::signing::{parse_unix, random_id, Keyed};
 use super::{
     header, json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
 };
+use crate::signing::{WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 
 const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
 
@@ -38,9 +39,9 @@ struct HeaderNames {
 }
 
 const WEBHOOK_HEADERS: HeaderNames = HeaderNames {
-    id: "webhook-id",
-    timestamp: "webhook-timestamp",
-    signature: "webhook-signature",
+    id: WEBHOOK_ID,
+    timestamp: WEBHOOK_TIMESTAMP,
+    signature: WEBHOOK_SIGNATURE,
 };
 
 const SVIX_HEADERS: HeaderNames = HeaderNames {
@@ -137,36 +138,6 @@ impl Provider for Standard {
     }
 }
 
-/// Signs what the relay sends, as a Standard Webhooks sender would, so that a worker verifies
-/// hookonce with the scheme's own libraries. Built from a route's `signing_secret`.
-pub struct StandardSigner {
-    key: hmac::Hmac<sha2::Sha256>,
-}
-
-impl StandardSigner {
-    /// A signer for a `whsec_…` secret; the error says what is wrong, never a character of it.
-    pub fn new(secret: &str) -> Result<Self, String> {
-        use hmac::Mac;
-        let key = secrets::whsec_base64(secret)?;
-        let key = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key).map_err(|e| e.to_string())?;
-        Ok(Self { key })
-    }
-
-    /// `webhook-id`, `webhook-timestamp` and `webhook-signature` for one message.
-    pub fn sign(&self, id: &str, unix: u64, body: &[u8]) -> [(&'static str, String); 3] {
-        let timestamp = unix.to_string();
-        let mac = super::signing::tag(
-            &self.key,
-            &[id.as_bytes(), b".", timestamp.as_bytes(), b".", body],
-        );
-        [
-            (WEBHOOK_HEADERS.id, id.to_owned()),
-            (WEBHOOK_HEADERS.timestamp, timestamp),
-            (WEBHOOK_HEADERS.signature, format!("v1,{}", base64(&mac))),
-        ]
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -176,6 +147,7 @@ mod tests {
         config_error, events, headers, one, settings, signed, verify,
     };
     use super::*;
+    use crate::signing::StandardSigner;
 
     // The specification's test vector (standard-webhooks/standard-webhooks, also in the SDKs).
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";

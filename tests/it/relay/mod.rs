@@ -1,7 +1,7 @@
 //! The relay against real parts: a real redis-server, real HTTP workers of the harness
 //! (`support::relay_worker`), the daemon in this process (`TestApp` with `relay.enabled`) and the
 //! real binary (`hookonce relay` processes, killed with SIGKILL). Each topic is one file;
-//! `cluster.rs` runs the key scenarios again on a real Redis Cluster with a partitioned source.
+//! `cluster/` runs the key scenarios again on a real Redis Cluster with a partitioned source.
 //! This one holds what they share: routes with test-sized delays, events, configuration files
 //! for the binary, and reading the streams, groups and metrics (from a standalone Redis or a
 //! cluster, [`ReadBack`]).

@@ -26,7 +26,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use hookonce::config::{Settings, StoreSettings};
-use hookonce::relay::{streams, Route};
+use hookonce::relay::{stream_keys, Route};
 use hookonce::store::RedisStore;
 use hookonce::util::error_chain;
 use serde::{Deserialize, Serialize};
@@ -182,7 +182,7 @@ pub async fn audit(
         let mut keys: HashMap<(String, String), BTreeSet<String>> = HashMap::new();
         for source in &route_settings.sources {
             let (_, target) = hookonce::webhooks::source(settings, source)?;
-            for stream in streams::of_source(settings, source)? {
+            for stream in stream_keys::of_source(settings, source)? {
                 for (id, event_type) in entries(&store, &stream).await? {
                     let key = (source.clone(), id);
                     let known = keys.entry(key.clone()).or_default();
@@ -194,7 +194,7 @@ pub async fn audit(
                     }
                 }
             }
-            let dlq = streams::dead_letters(prefix, source, name);
+            let dlq = stream_keys::dead_letters(prefix, source, name);
             for (id, _) in entries(&store, &dlq).await? {
                 dead.insert((source.clone(), id));
             }

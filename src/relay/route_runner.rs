@@ -3,103 +3,26 @@
 //! relay holds and takes over what a stopped relay left (`XAUTOCLAIM` after `claim_idle`).
 //! Every entry read becomes a [`Job`] task.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
-use tokio::task::{AbortHandle, JoinSet};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::JoinSet;
 
-use super::job::Job;
+use super::job::{start, Job};
 use super::keeper::{keep, sample};
-use super::Route;
+use super::route::Route;
+use super::route_state::{claim, lanes, until_stopped, RouteStream, Shared, BATCH};
 use crate::config::RouteStart;
-use crate::metrics::{RelayMetrics, RelayOutcome};
+use crate::metrics::RelayMetrics;
 use crate::store::{is_missing_group, RedisStore, RelayScripts, StoreError, StreamEntry};
 use crate::util::error_chain;
 
 /// How long one read blocks; also how soon a stopped relay's reader notices.
 const BLOCK: Duration = Duration::from_secs(1);
-/// Entries one read or one takeover asks for at most.
-pub(super) const BATCH: usize = 64;
-
-/// Resolves once `stopped` turns true (or its sender is gone).
-pub(super) async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
-    let _ = stopped.wait_for(|stop| *stop).await;
-}
-
-/// What every task of a route shares.
-pub(super) struct Shared {
-    pub route: Arc<Route>,
-    pub metrics: Arc<RelayMetrics>,
-    pub store: RedisStore,
-    pub scripts: Arc<RelayScripts>,
-    pub client: reqwest::Client,
-    pub consumer: String,
-    pub claim_idle: Duration,
-    /// Attempts in flight (`concurrency`).
-    pub concurrency: Semaphore,
-    /// Entries held (in flight or waiting out a backoff), a multiple of `concurrency`. A reader
-    /// takes a place per entry only once its read returns, so it may briefly hold up to a batch
-    /// more per lane (held, and kept fresh, while they wait).
-    pub slots: Arc<Semaphore>,
-    pub stopped: watch::Receiver<bool>,
-}
-
-/// One stream a route reads, and the entries of it this relay holds.
-pub(super) struct Lane {
-    /// Index into `route.per_source`.
-    pub source: usize,
-    pub stream: String,
-    /// A replay stream: read only by this route, so entries are deleted once done.
-    pub replay: bool,
-    held: Mutex<HashMap<String, Option<AbortHandle>>>,
-}
-
-impl Lane {
-    /// Marks `id` held; false when it already is (a takeover of an entry we still work on).
-    fn hold(&self, id: &str) -> bool {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if held.contains_key(id) {
-            return false;
-        }
-        held.insert(id.to_owned(), None);
-        true
-    }
-
-    /// Records the job of a held entry, so that losing the entry can stop it.
-    fn attach(&self, id: &str, job: AbortHandle) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(slot) = held.get_mut(id) {
-            *slot = Some(job);
-        }
-    }
-
-    pub fn release(&self, id: &str) {
-        self.held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
-    }
-
-    pub fn ids(&self) -> Vec<String> {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.keys().cloned().collect()
-    }
-
-    /// Stops the jobs of entries no longer ours (taken over, or the group was recreated).
-    pub fn keep_only(&self, ids: &[String], owned: &[String]) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        for id in ids.iter().filter(|id| !owned.contains(id)) {
-            if let Some(Some(job)) = held.remove(id) {
-                job.abort();
-            }
-        }
-    }
-}
 
 /// One route of one relay process, as `Relay::build` made it.
-pub struct RouteWorker {
+pub struct RouteRunner {
     pub route: Arc<Route>,
     pub metrics: Arc<RelayMetrics>,
     pub store: RedisStore,
@@ -109,7 +32,7 @@ pub struct RouteWorker {
     pub claim_idle: Duration,
 }
 
-impl RouteWorker {
+impl RouteRunner {
     /// Runs until `stopped`, then waits for the jobs in flight; dropping it stops everything.
     pub async fn run(self, stopped: watch::Receiver<bool>) {
         let route = Arc::clone(&self.route);
@@ -156,24 +79,12 @@ impl RouteWorker {
     }
 }
 
-fn lanes(route: &Route) -> Vec<Lane> {
-    let mut lanes = Vec::new();
-    for (index, source) in route.per_source.iter().enumerate() {
-        let streams = source.streams.iter().map(|s| (s, false));
-        for (stream, replay) in streams.chain([(&source.replays, true)]) {
-            lanes.push(Lane {
-                source: index,
-                stream: stream.clone(),
-                replay,
-                held: Mutex::new(HashMap::new()),
-            });
-        }
-    }
-    lanes
-}
-
 /// Creates the lane's group where the route starts (`0` or `$`); a replay stream from `0`.
-async fn create_group(shared: &Shared, lane: &Lane, start: RouteStart) -> Result<(), StoreError> {
+async fn create_group(
+    shared: &Shared,
+    lane: &RouteStream,
+    start: RouteStart,
+) -> Result<(), StoreError> {
     let start = match (start, lane.replay) {
         (RouteStart::New, false) => "$",
         _ => "0",
@@ -189,7 +100,7 @@ async fn create_group(shared: &Shared, lane: &Lane, start: RouteStart) -> Result
 }
 
 /// The lane's reader: new entries, about as many as there are free slots.
-async fn read(shared: Arc<Shared>, lane: Arc<Lane>, jobs: mpsc::Sender<Job>) {
+async fn read(shared: Arc<Shared>, lane: Arc<RouteStream>, jobs: mpsc::Sender<Job>) {
     let mut stopped = shared.stopped.clone();
     let mut pause = Outage::default();
     let reader = loop {
@@ -247,7 +158,7 @@ async fn read(shared: Arc<Shared>, lane: Arc<Lane>, jobs: mpsc::Sender<Job>) {
 /// stops (the entries not started stay pending, for this relay's successor).
 async fn hand_over(
     shared: &Arc<Shared>,
-    lane: &Arc<Lane>,
+    lane: &Arc<RouteStream>,
     entries: Vec<StreamEntry>,
     jobs: &mpsc::Sender<Job>,
 ) -> bool {
@@ -271,48 +182,6 @@ async fn hand_over(
     true
 }
 
-/// Whether this relay is to work on `entry`: false when its type does not match (then it is
-/// acknowledged for this route) or when it is held already (a takeover of an entry we still
-/// work on). True marks it held.
-pub(super) async fn claim(shared: &Shared, lane: &Lane, entry: &StreamEntry) -> bool {
-    if !shared.route.matches(&entry.text("event_type")) {
-        let (s, group) = (&shared.scripts, &shared.route.group);
-        match s
-            .ack(&shared.store, &lane.stream, group, &entry.id, lane.replay)
-            .await
-        {
-            Ok(()) => shared.metrics.count(RelayOutcome::Skipped),
-            // Left pending: it is taken over (and skipped) once idle.
-            Err(error) => {
-                tracing::warn!(message = "Cannot acknowledge a skipped entry.", stream = %lane.stream, error = %error_chain(&error))
-            }
-        }
-        return false;
-    }
-    lane.hold(&entry.id)
-}
-
-/// Hands a held entry to a job.
-pub(super) async fn start(
-    shared: &Arc<Shared>,
-    lane: &Arc<Lane>,
-    entry: StreamEntry,
-    attempt: u32,
-    slot: OwnedSemaphorePermit,
-    jobs: &mpsc::Sender<Job>,
-) {
-    let job = Job {
-        shared: Arc::clone(shared),
-        lane: Arc::clone(lane),
-        entry,
-        attempt,
-        slot,
-    };
-    if let Err(mpsc::error::SendError(job)) = jobs.send(job).await {
-        lane.release(&job.entry.id);
-    }
-}
-
 /// Paces retries of a failing Redis call (an outage is ridden out) and logs its start once.
 #[derive(Default)]
 struct Outage {
@@ -320,7 +189,7 @@ struct Outage {
 }
 
 impl Outage {
-    async fn wait(&mut self, shared: &Shared, lane: &Lane, error: &StoreError) {
+    async fn wait(&mut self, shared: &Shared, lane: &RouteStream, error: &StoreError) {
         let pause = match self.pause {
             None => {
                 tracing::warn!(message = "Relay cannot read from Redis; retrying.", stream = %lane.stream, error = %error_chain(error));
@@ -336,7 +205,7 @@ impl Outage {
         }
     }
 
-    fn clear(&mut self, lane: &Lane) {
+    fn clear(&mut self, lane: &RouteStream) {
         if self.pause.take().is_some() {
             tracing::info!(message = "Relay reads from Redis again.", stream = %lane.stream);
         }

@@ -4,12 +4,12 @@
 //! dead letters and its replays live in one Redis Cluster slot and a script may touch them all.
 
 use crate::config::{ConfigError, Settings};
+use crate::forward::Target;
 
 /// The streams of one source, in the order they are read: one per partition (partition 0
 /// first), so one for an unpartitioned source.
 pub fn of_source(settings: &Settings, source: &str) -> Result<Vec<String>, ConfigError> {
-    let (_, target) = crate::webhooks::source(settings, source)?;
-    Ok(target.streams())
+    Ok(Target::of_source(settings, source)?.streams())
 }
 
 /// A route's consumer group, the same on every stream it reads.

@@ -16,112 +16,33 @@ use super::{with_timeout, RedisStore, Script, StoreError};
 
 /// Resets the idle time of the entries this consumer still owns; returns those IDs.
 /// KEYS[1] = stream; ARGV = group, consumer, id…
-const REFRESH: &str = r#"
-local held = {}
-for i = 3, #ARGV do
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
-  if #p == 1 and p[1][2] == ARGV[2] then
-    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
-    held[#held + 1] = ARGV[i]
-  end
-end
-return held
-"#;
+const REFRESH: &str = include_str!("relay_scripts/refresh.lua");
 
 /// Records that attempt ARGV[4] of an owned entry begins (its delivery count, which survives a
 /// restart and a takeover); 0 when the entry is no longer this consumer's.
 /// KEYS[1] = stream; ARGV = group, consumer, id, attempt.
-const BEGIN: &str = r#"
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
-if #p == 0 or p[1][2] ~= ARGV[2] then
-  return 0
-end
-redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'RETRYCOUNT', ARGV[4], 'JUSTID')
-return 1
-"#;
+const BEGIN: &str = include_str!("relay_scripts/begin.lua");
 
 /// Acknowledges an entry; on a replay stream (ARGV[3] = '1') also deletes it, as only one
 /// group reads it. KEYS[1] = stream; ARGV = group, id, delete.
-const ACK: &str = r#"
-local n = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-if ARGV[3] == '1' then
-  redis.call('XDEL', KEYS[1], ARGV[2])
-end
-return n
-"#;
+const ACK: &str = include_str!("relay_scripts/ack.lua");
 
 /// The fields a dead letter adds; a copy back to a route leaves them out (but `entry_id`).
-const COPY_HELPERS: &str = r#"
-local meta = {route = true, attempts = true, last_status = true, last_error = true,
-  dead_lettered_at = true, entry_id = true}
-local function original(id, fields)
-  local out, entry_id = {}, id
-  for i = 1, #fields, 2 do
-    if fields[i] == 'entry_id' then
-      entry_id = fields[i + 1]
-    elseif not meta[fields[i]] then
-      out[#out + 1] = fields[i]
-      out[#out + 1] = fields[i + 1]
-    end
-  end
-  return out, entry_id
-end
-"#;
+const COPY_HELPERS: &str = include_str!("relay_scripts/copy_helpers.lua");
 
 /// Copies an owned entry to the dead-letter stream with why, and acknowledges it; 0 when the
 /// entry is no longer this consumer's. KEYS[1] = stream, KEYS[2] = dead letters;
 /// ARGV = group, consumer, id, route, attempts, last_status, last_error, now ms, delete.
-const DEAD_LETTER: &str = r#"
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
-if #p == 0 or p[1][2] ~= ARGV[2] then
-  return 0
-end
-local e = redis.call('XRANGE', KEYS[1], ARGV[3], ARGV[3])
-local fields, entry_id = {}, ARGV[3]
-if #e == 1 then
-  fields, entry_id = original(ARGV[3], e[1][2])
-end
-for _, kv in ipairs({{'route', ARGV[4]}, {'entry_id', entry_id}, {'attempts', ARGV[5]},
-    {'last_status', ARGV[6]}, {'last_error', ARGV[7]}, {'dead_lettered_at', ARGV[8]}}) do
-  fields[#fields + 1] = kv[1]
-  fields[#fields + 1] = kv[2]
-end
-redis.call('XADD', KEYS[2], '*', unpack(fields))
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
-if ARGV[9] == '1' then
-  redis.call('XDEL', KEYS[1], ARGV[3])
-end
-return 1
-"#;
+const DEAD_LETTER: &str = include_str!("relay_scripts/dead_letter.lua");
 
 /// The entry's fields if it is still this consumer's (an empty reply when it is not, `{id}`
 /// alone when its data was deleted): the first step of a dead letter across slots.
 /// KEYS[1] = stream; ARGV = group, consumer, id.
-const OWNED_ENTRY: &str = r#"
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
-if #p == 0 or p[1][2] ~= ARGV[2] then
-  return {}
-end
-local e = redis.call('XRANGE', KEYS[1], ARGV[3], ARGV[3])
-if #e == 1 then
-  return e[1]
-end
-return {ARGV[3]}
-"#;
+const OWNED_ENTRY: &str = include_str!("relay_scripts/owned_entry.lua");
 
 /// Acknowledges an entry if it is still this consumer's (and deletes it when ARGV[4] = '1');
 /// 1 when it was. KEYS[1] = stream; ARGV = group, consumer, id, delete.
-const ACK_OWNED: &str = r#"
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
-if #p == 0 or p[1][2] ~= ARGV[2] then
-  return 0
-end
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
-if ARGV[4] == '1' then
-  redis.call('XDEL', KEYS[1], ARGV[3])
-end
-return 1
-"#;
+const ACK_OWNED: &str = include_str!("relay_scripts/ack_owned.lua");
 
 /// The fields a dead letter adds (and a copy leaves out, but `entry_id`), as `COPY_HELPERS`.
 const META: [&str; 6] = [
@@ -170,57 +91,12 @@ pub fn same_slot(a: &str, b: &str) -> bool {
 /// Copies entries to a route's replay stream (their original fields and `entry_id`), deleting
 /// each from its stream when ARGV[1] = '1'; returns the IDs copied (a missing one is skipped).
 /// KEYS[1] = from, KEYS[2] = replay stream; ARGV = delete, id…
-const COPY: &str = r#"
-local copied = {}
-for i = 2, #ARGV do
-  local e = redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i])
-  if #e == 1 then
-    local fields, entry_id = original(ARGV[i], e[1][2])
-    fields[#fields + 1] = 'entry_id'
-    fields[#fields + 1] = entry_id
-    redis.call('XADD', KEYS[2], '*', unpack(fields))
-    if ARGV[1] == '1' then
-      redis.call('XDEL', KEYS[1], ARGV[i])
-    end
-    copied[#copied + 1] = ARGV[i]
-  end
-end
-return copied
-"#;
+const COPY: &str = include_str!("relay_scripts/copy.lua");
 
 /// Trims a stream to the oldest entry some group still needs: pending, or after its
 /// last-delivered ID. A stream without groups is left alone (nothing says what is needed).
 /// KEYS[1] = stream; returns the number of entries removed.
-const TRIM: &str = r#"
-local groups = redis.pcall('XINFO', 'GROUPS', KEYS[1])
-if type(groups) ~= 'table' or groups.err or #groups == 0 then
-  return 0
-end
-local function parse(id)
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  return tonumber(ms), tonumber(seq)
-end
-local best_ms, best_seq
-local function consider(ms, seq)
-  if best_ms == nil or ms < best_ms or (ms == best_ms and seq < best_seq) then
-    best_ms, best_seq = ms, seq
-  end
-end
-for _, g in ipairs(groups) do
-  local info = {}
-  for i = 1, #g, 2 do
-    info[g[i]] = g[i + 1]
-  end
-  local ms, seq = parse(info['last-delivered-id'])
-  consider(ms, seq + 1)
-  if tonumber(info['pending']) > 0 then
-    local first = redis.call('XPENDING', KEYS[1], info['name'])[2]
-    local pms, pseq = parse(first)
-    consider(pms, pseq)
-  end
-end
-return redis.call('XTRIM', KEYS[1], 'MINID', string.format('%d-%d', best_ms, best_seq))
-"#;
+const TRIM: &str = include_str!("relay_scripts/trim.lua");
 
 /// The relay's scripts, loaded once per process.
 pub struct RelayScripts {

@@ -20,5 +20,6 @@ mod redis_store;
 mod relay;
 mod server;
 mod support;
+mod tls;
 mod topology;
 mod two_phase;

@@ -21,5 +21,6 @@ mod relay;
 mod server;
 mod support;
 mod tls;
+mod tls_topologies;
 mod topology;
 mod two_phase;

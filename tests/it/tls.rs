@@ -191,3 +191,35 @@ async fn inspect_reads_a_record_over_tls() {
     assert_eq!(missing.status.code(), Some(1), "{}", output_text(&missing));
     t.stop().await;
 }
+
+#[tokio::test]
+async fn an_insecure_url_connects_without_a_ca_only_when_store_tls_insecure_is_set() {
+    let tls = Arc::new(TlsFiles::generate());
+    let redis = RedisServer::start_tls(Arc::clone(&tls), "optional", &[]);
+    let url = format!("{}/#insecure", redis.url());
+    let refused = hookonce::config::from_toml(&format!(
+        "[store]\nbackend = \"redis\"\nredis_url = \"{url}\"\n[sources.stripe]\nprovider = \"stripe\"\nsecrets = [\"s\"]\n"
+    ))
+    .expect_err("#insecure without store.tls_insecure is refused")
+    .to_string();
+    assert!(
+        refused.starts_with("store.redis_url: ") && refused.contains("store.tls_insecure = true"),
+        "{refused}"
+    );
+    // The server's certificate chains to the suite's CA, which is not among the public CAs: only
+    // an unverified connection gets in without store.tls_ca_file.
+    let store =
+        format!("[store]\nbackend = \"redis\"\nredis_url = \"{url}\"\ntls_insecure = true\n");
+    hookonce::app::App::build(with_source(&store))
+        .await
+        .expect("starts without checking the server's certificate");
+    let verified = format!(
+        "[store]\nbackend = \"redis\"\nredis_url = \"{}\"\n",
+        redis.url()
+    );
+    let error = start_error(&verified).await;
+    assert!(
+        error.contains("the public CAs (no store.tls_ca_file)") && error.contains("UnknownIssuer"),
+        "{error}"
+    );
+}

@@ -10,10 +10,9 @@ use std::net::SocketAddr;
 
 use super::{redact_url, ConfigError};
 
-/// Whether this build can speak TLS to Redis. The redis crate is built without its TLS features
-/// (Cargo.toml), so a `rediss://` URL would only fail when the daemon first connects; the change
-/// that adds those features flips this, and [`check_redis_url`] then lets such URLs through.
-pub const REDIS_TLS: bool = false;
+/// Whether this build can speak TLS to Redis: the redis crate is built with rustls (Cargo.toml),
+/// so [`check_redis_url`] lets `rediss://` URLs through; `store_tls.rs` checks the keys TLS reads.
+pub const REDIS_TLS: bool = true;
 
 /// Headers that frame an HTTP request or its connection. hookonce's HTTP clients set them from
 /// the request they send; a configured value would make the receiver read another message than
@@ -29,8 +28,9 @@ pub const FRAMING_HEADERS: [&str; 7] = [
     "trailer",
 ];
 
-/// Refuses a Redis URL this build cannot dial: `rediss://` without TLS support, or a port
-/// outside 1–65535.
+/// Refuses a Redis URL this build cannot dial: `rediss://` without TLS support, a URL fragment
+/// other than `#insecure` (the only one the redis crate reads; any other would fail at the first
+/// connection), or a port outside 1–65535.
 pub fn check_redis_url(key: &str, url: &str) -> Result<(), ConfigError> {
     if !REDIS_TLS && url.starts_with("rediss://") {
         return Err(ConfigError::invalid(
@@ -41,6 +41,17 @@ pub fn check_redis_url(key: &str, url: &str) -> Result<(), ConfigError> {
                 redact_url(url)
             ),
         ));
+    }
+    if let Some((_, fragment)) = url.split_once('#') {
+        if !(fragment == "insecure" && url.starts_with("rediss://")) {
+            return Err(ConfigError::invalid(
+                key,
+                format!(
+                    "{}: the only URL fragment understood is #insecure, on a rediss:// URL",
+                    redact_url(url)
+                ),
+            ));
+        }
     }
     check_dial_port(key, url)
 }

@@ -47,26 +47,111 @@ fn refused(cases: &[(String, &str, &str)]) {
 }
 
 #[test]
-fn rediss_urls_are_refused_wherever_redis_is_configured() {
-    let tls = "TLS to Redis (rediss://) is not supported by this build";
+fn rediss_urls_are_accepted_wherever_redis_is_configured() {
+    for store in [
+        format!("redis_url = \"rediss://u:{SECRET}@cache:6380\"\n"),
+        "topology = \"cluster\"\ncluster_nodes = [\"rediss://a:1\", \"rediss://b:2\"]\n".to_owned(),
+        "topology = \"sentinel\"\nsentinels = [\"rediss://s:26379\"]\nsentinel_master = \"m\"\n"
+            .to_owned(),
+    ] {
+        assert_eq!(error(&redis(&store)), "", "{store}");
+    }
+}
+
+/// A PEM file in a temporary directory (kept while the test runs).
+fn pem(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// A syntactically valid PEM certificate block (the checks parse PEM, not X.509).
+const CERT: &str =
+    "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ3w=\n-----END CERTIFICATE-----\n";
+const KEY: &str = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n";
+
+#[test]
+fn tls_settings_are_checked_naming_their_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pem(&dir, "ca.pem", CERT);
+    let cert = pem(&dir, "client.pem", CERT);
+    let key = pem(&dir, "client.key", KEY);
+    let empty = pem(&dir, "empty.pem", "not a certificate\n");
+    let tls = format!("redis_url = \"rediss://:{SECRET}@cache:6380\"\n");
+    let missing = dir.path().join("missing.pem").display().to_string();
     refused(&[
         (
-            redis(&format!("redis_url = \"rediss://u:{SECRET}@cache:6380\"\n")),
-            "store.redis_url",
-            tls,
+            redis(&format!("{tls}tls_ca_file = \"{missing}\"\n")),
+            "store.tls_ca_file",
+            "cannot read",
         ),
         (
-            redis("topology = \"cluster\"\ncluster_nodes = [\"redis://a:1\", \"rediss://b:2\"]\n"),
+            redis(&format!("{tls}tls_ca_file = \"{empty}\"\n")),
+            "store.tls_ca_file",
+            "holds no PEM certificate",
+        ),
+        (
+            redis(&format!("{tls}tls_cert_file = \"{cert}\"\n")),
+            "store.tls_key_file",
+            "must be set with store.tls_cert_file",
+        ),
+        (
+            redis(&format!("{tls}tls_key_file = \"{key}\"\n")),
+            "store.tls_cert_file",
+            "must be set with store.tls_key_file",
+        ),
+        (
+            redis(&format!("{tls}tls_cert_file = \"{cert}\"\ntls_key_file = \"{cert}\"\n")),
+            "store.tls_key_file",
+            "no readable PEM private key",
+        ),
+        (
+            redis(&format!("redis_url = \"redis://cache:6379\"\ntls_ca_file = \"{ca}\"\n")),
+            "store.tls_ca_file",
+            "only when the store URLs use rediss://",
+        ),
+        (
+            redis("topology = \"cluster\"\ncluster_nodes = [\"rediss://a:1\", \"redis://b:2\"]\n"),
             "store.cluster_nodes[1]",
-            tls,
+            "uses redis:// while other store URLs use rediss://",
         ),
         (
-            redis("topology = \"sentinel\"\nsentinels = [\"rediss://s:26379\"]\nsentinel_master = \"m\"\n"),
-            "store.sentinels[0]",
-            tls,
+            redis(&format!("redis_url = \"rediss://:{SECRET}@cache:6380/#insecure\"\n")),
+            "store.redis_url",
+            "set store.tls_insecure = true",
+        ),
+        (
+            redis(&format!(
+                "redis_url = \"rediss://cache:6380/#insecure\"\ntls_insecure = true\ntls_ca_file = \"{ca}\"\n"
+            )),
+            "store.tls_ca_file",
+            "has no effect with store.tls_insecure",
+        ),
+        (
+            redis("redis_url = \"rediss://cache:6380/#verify\"\n"),
+            "store.redis_url",
+            "the only URL fragment understood is #insecure",
+        ),
+        (
+            redis("redis_url = \"redis://cache:6380/#insecure\"\n"),
+            "store.redis_url",
+            "the only URL fragment understood is #insecure",
+        ),
+        (
+            "[store]\nbackend = \"memory\"\ntls_insecure = true\n".to_owned(),
+            "store.tls_insecure",
+            "applies to store.backend = \"redis\" only",
         ),
     ]);
-    assert_eq!(error(&redis("redis_url = \"redis://cache:6379\"\n")), "");
+    for store in [
+        format!(
+            "{tls}tls_ca_file = \"{ca}\"\ntls_cert_file = \"{cert}\"\ntls_key_file = \"{key}\"\n"
+        ),
+        "redis_url = \"rediss://cache:6380/#insecure\"\ntls_insecure = true\n".to_owned(),
+        "redis_url = \"rediss://cache:6380\"\ntls_insecure = true\n".to_owned(),
+    ] {
+        assert_eq!(error(&redis(&store)), "", "{store}");
+    }
 }
 
 #[test]

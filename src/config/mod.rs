@@ -14,6 +14,7 @@ mod relay;
 mod sections;
 mod sink;
 mod source;
+mod store_tls;
 mod topology;
 mod values;
 

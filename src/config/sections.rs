@@ -1,6 +1,7 @@
 //! `[server]` and `[store]`: listeners, limits and timeouts; the dedup store and its safety knobs.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -105,6 +106,16 @@ pub struct StoreSettings {
     pub wait_replicas: u32,
     /// How long `WAIT` may take; fewer confirmations by then answer 503.
     pub wait_timeout: HumanDuration,
+    /// TLS (`rediss://`): the CA certificates (PEM) the servers' certificates must chain to,
+    /// instead of the public CAs built in.
+    pub tls_ca_file: Option<PathBuf>,
+    /// TLS: a client certificate chain (PEM) for servers that require one; with `tls_key_file`.
+    pub tls_cert_file: Option<PathBuf>,
+    /// TLS: the private key (PEM) of `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// TLS: accept any server certificate (no verification at all). Off unless set explicitly;
+    /// a `rediss://…/#insecure` URL is refused without it.
+    pub tls_insecure: bool,
 }
 
 impl Default for StoreSettings {
@@ -127,6 +138,10 @@ impl Default for StoreSettings {
             memory_max_bytes: ByteSize(256 << 20),
             wait_replicas: 0,
             wait_timeout: HumanDuration(std::time::Duration::from_millis(100)),
+            tls_ca_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_insecure: false,
         }
     }
 }
@@ -223,6 +238,7 @@ impl StoreSettings {
             ));
         }
         self.validate_topology()?;
+        self.validate_tls()?;
         if self.wait_replicas > 0 {
             let wait = self.wait_timeout.0;
             // WAIT 0 blocks forever, and WAIT runs on a connection whose every call is cut off at

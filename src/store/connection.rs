@@ -16,9 +16,12 @@ use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::{Client, Cmd, FromRedisValue, IntoConnectionInfo, RedisFuture, RedisResult, Value};
+use redis::{Cmd, FromRedisValue, IntoConnectionInfo, RedisFuture, RedisResult, TlsMode, Value};
 
-use super::client_options::{manager_config, with_credentials, CLIENT_RETRIES, MAX_RETRY_WAIT};
+use super::client_options::{
+    describe_tls, manager_config, tls_certificates, with_credentials, CLIENT_RETRIES,
+    MAX_RETRY_WAIT,
+};
 use super::sentinel::SentinelConnection;
 use super::RedisStartError;
 use crate::config::{StoreSettings, StoreTopology};
@@ -259,7 +262,7 @@ async fn standalone(settings: &StoreSettings) -> RedisResult<ConnectionManager> 
         settings.username.as_ref(),
         settings.password.as_ref(),
     );
-    let client = Client::open(info.set_redis_settings(redis))?;
+    let client = super::client_options::client(info.set_redis_settings(redis), settings)?;
     ConnectionManager::new_with_config(client, manager_config(settings.timeout.0)).await
 }
 
@@ -277,12 +280,28 @@ async fn cluster(settings: &StoreSettings) -> RedisResult<ClusterConnection> {
     if let Some(password) = &settings.password {
         builder = builder.password(password.expose());
     }
+    if settings.uses_tls() {
+        if settings.tls_insecure {
+            builder = builder.tls(TlsMode::Insecure);
+        }
+        if let Some(certificates) = tls_certificates(settings)? {
+            builder = builder.certs(certificates);
+        }
+    }
     builder.build()?.get_async_connection().await
 }
 
 /// What a connection error names: the URL, the seed nodes, or the master and its sentinels,
-/// every URL redacted.
+/// every URL redacted, and how TLS is set up when it is used.
 fn describe(settings: &StoreSettings) -> String {
+    let target = describe_target(settings);
+    match describe_tls(settings) {
+        Some(tls) => format!("{target} ({tls})"),
+        None => target,
+    }
+}
+
+fn describe_target(settings: &StoreSettings) -> String {
     let list = |urls: &[crate::config::ServiceUrl]| {
         urls.iter()
             .map(|url| url.redacted())

@@ -78,6 +78,13 @@ pub async fn connect(settings: &StoreSettings) -> Result<Option<RedisStore>, Red
     match settings.backend {
         StoreBackend::Memory => Ok(None),
         StoreBackend::Redis => {
+            if settings.tls_insecure {
+                // check-config lets it through only when set explicitly; it still says so at
+                // every start, since anyone on the network path can then pose as Redis.
+                tracing::warn!(
+                    message = "TLS to Redis checks no certificate (store.tls_insecure = true).",
+                );
+            }
             let store = RedisStore::connect(settings).await?;
             store.check_eviction_policy(settings.allow_eviction).await?;
             Ok(Some(store))

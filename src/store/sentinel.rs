@@ -16,12 +16,15 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
+use redis::sentinel::{
+    Sentinel, SentinelClient, SentinelClientBuilder, SentinelNodeConnectionInfo, SentinelServerType,
+};
 use redis::{
-    Cmd, IntoConnectionInfo, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
+    Client, Cmd, ConnectionInfo, IntoConnectionInfo, RedisError, RedisFuture, RedisResult,
+    ServerErrorKind, TlsMode, Value,
 };
 
-use super::client_options::{manager_config, with_credentials};
+use super::client_options::{manager_config, tls_certificates, with_credentials, with_tls_mode};
 use crate::config::StoreSettings;
 
 /// A connection to the current master; cheap to clone.
@@ -30,10 +33,8 @@ pub(crate) struct SentinelConnection(Arc<Inner>);
 
 struct Inner {
     /// Held while the sentinels are asked, so that one rediscovery runs at a time.
-    sentinel: tokio::sync::Mutex<Sentinel>,
+    sentinel: tokio::sync::Mutex<Sentinels>,
     master_name: String,
-    /// How to connect to the master (its credentials, not the sentinels').
-    master_info: SentinelNodeConnectionInfo,
     config: ConnectionManagerConfig,
     timeout: Duration,
     current: RwLock<Current>,
@@ -56,22 +57,28 @@ impl SentinelConnection {
                 settings.sentinel_username.as_ref(),
                 settings.sentinel_password.as_ref(),
             );
-            sentinels.push(info.set_redis_settings(redis));
+            sentinels.push(with_tls_mode(info.set_redis_settings(redis), settings));
         }
         let master = with_credentials(
             redis::RedisConnectionInfo::default(),
             settings.username.as_ref(),
             settings.password.as_ref(),
         );
-        let master_info = SentinelNodeConnectionInfo::default().set_redis_connection_info(master);
         let master_name = settings.sentinel_master.clone().unwrap_or_default();
         let config = manager_config(settings.timeout.0);
-        let mut sentinel = Sentinel::build(sentinels)?;
-        let manager = discover(&mut sentinel, &master_name, &master_info, &config).await?;
+        let mut sentinel = if settings.uses_tls() {
+            Sentinels::tls(sentinels, &master_name, master, settings)?
+        } else {
+            Sentinels::Plain {
+                sentinel: Sentinel::build(sentinels)?,
+                master_info: SentinelNodeConnectionInfo::default()
+                    .set_redis_connection_info(master),
+            }
+        };
+        let manager = discover(&mut sentinel, &master_name, &config).await?;
         Ok(Self(Arc::new(Inner {
             sentinel: tokio::sync::Mutex::new(sentinel),
             master_name,
-            master_info,
             config,
             timeout: settings.timeout.0,
             current: RwLock::new(Current {
@@ -114,12 +121,7 @@ impl SentinelConnection {
             }
             let found = tokio::time::timeout(
                 inner.timeout * 4,
-                discover(
-                    &mut sentinel,
-                    &inner.master_name,
-                    &inner.master_info,
-                    &inner.config,
-                ),
+                discover(&mut sentinel, &inner.master_name, &inner.config),
             )
             .await;
             match found {
@@ -160,17 +162,85 @@ impl Inner {
     }
 }
 
-/// Asks the sentinels for the master (redis-rs connects to it and checks that its `ROLE` is
-/// master) and connects to it.
+/// How the sentinels are asked. Over plain TCP, redis-rs's `Sentinel` with the sentinel URLs
+/// as given (each may carry its own credentials). Over TLS, a `SentinelClient`: only its builder
+/// hands the CA and client certificate of `store.tls_*` to the connections to the master it
+/// finds (`Sentinel::build` has no certificates, so a master signed by a private CA would be
+/// refused). The builder takes one set of sentinel credentials for all of them:
+/// `store.sentinel_username` / `store.sentinel_password`, or else those of the first URL.
+enum Sentinels {
+    Plain {
+        sentinel: Sentinel,
+        /// How to connect to the master (its credentials, not the sentinels').
+        master_info: SentinelNodeConnectionInfo,
+    },
+    Tls(SentinelClient),
+}
+
+impl Sentinels {
+    fn tls(
+        sentinels: Vec<ConnectionInfo>,
+        master_name: &str,
+        master: redis::RedisConnectionInfo,
+        settings: &StoreSettings,
+    ) -> RedisResult<Self> {
+        let mode = if settings.tls_insecure {
+            TlsMode::Insecure
+        } else {
+            TlsMode::Secure
+        };
+        let first = sentinels.first().map(|info| info.redis_settings().clone());
+        let addresses = sentinels.iter().map(|info| info.addr().clone());
+        let mut builder =
+            SentinelClientBuilder::new(addresses, master_name, SentinelServerType::Master)?
+                .set_client_to_sentinel_tls_mode(mode)
+                .set_client_to_redis_tls_mode(mode);
+        if let Some(first) = first {
+            if let Some(username) = first.username() {
+                builder = builder.set_client_to_sentinel_username(username);
+            }
+            if let Some(password) = first.password() {
+                builder = builder.set_client_to_sentinel_password(password);
+            }
+        }
+        if let Some(username) = master.username() {
+            builder = builder.set_client_to_redis_username(username);
+        }
+        if let Some(password) = master.password() {
+            builder = builder.set_client_to_redis_password(password);
+        }
+        if let Some(certificates) = tls_certificates(settings)? {
+            builder = builder
+                .set_client_to_sentinel_certificates(certificates.clone())
+                .set_client_to_redis_certificates(certificates);
+        }
+        Ok(Self::Tls(builder.build()?))
+    }
+
+    /// A client for the master the sentinels name (redis-rs connects to it and checks that its
+    /// `ROLE` is master).
+    async fn master(&mut self, master_name: &str) -> RedisResult<Client> {
+        match self {
+            Self::Plain {
+                sentinel,
+                master_info,
+            } => {
+                sentinel
+                    .async_master_for(master_name, Some(master_info))
+                    .await
+            }
+            Self::Tls(client) => client.async_get_client().await,
+        }
+    }
+}
+
+/// Asks the sentinels for the master and connects to it.
 async fn discover(
-    sentinel: &mut Sentinel,
+    sentinel: &mut Sentinels,
     master_name: &str,
-    master_info: &SentinelNodeConnectionInfo,
     config: &ConnectionManagerConfig,
 ) -> RedisResult<ConnectionManager> {
-    let client = sentinel
-        .async_master_for(master_name, Some(master_info))
-        .await?;
+    let client = sentinel.master(master_name).await?;
     ConnectionManager::new_with_config(client, config.clone()).await
 }
 

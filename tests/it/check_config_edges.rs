@@ -1,5 +1,6 @@
-//! `hookonce check-config` refuses what `serve` would fail on or misuse: a `rediss://` URL this
-//! build cannot dial, static headers that frame the request, two listeners on one address, and
+//! `hookonce check-config` refuses what `serve` would fail on or misuse: TLS to Redis that would
+//! not verify the server unless that is asked for explicitly, a CA file that cannot be read, a
+//! mix of `redis://` and `rediss://` nodes, static headers that frame the request, two listeners on one address, and
 //! ports outside 1-65535 in the URLs the daemon dials. Each case runs the real binary, which must
 //! exit non-zero with a message naming the key (and never a credential of the URL).
 
@@ -33,26 +34,25 @@ const ROUTE: &str = "[relay.routes.r]\nsources = [\"demo\"]\nurl = \"http://w/e\
 
 /// A configuration fragment and what its error must say: the key, then part of the problem.
 fn cases() -> Vec<(String, String, &'static str)> {
-    let tls = "TLS to Redis (rediss://) is not supported by this build";
     let port = "outside 1-65535";
     let mut cases = vec![
-        // 1. TLS to Redis, wherever a Redis URL is configured.
+        // 1. TLS to Redis: no certificate check unless named, files that exist, one scheme.
         (
-            redis(&format!("redis_url = \"rediss://u:{SECRET}@cache:6380\"\n")),
+            redis(&format!("redis_url = \"rediss://u:{SECRET}@cache:6380/#insecure\"\n")),
             "store.redis_url".to_owned(),
-            tls,
+            "set store.tls_insecure = true",
         ),
         (
             redis(&format!(
-                "topology = \"cluster\"\ncluster_nodes = [\"redis://a:7000\", \"rediss://:{SECRET}@b:7001\"]\n"
+                "topology = \"cluster\"\ncluster_nodes = [\"rediss://a:7000\", \"redis://:{SECRET}@b:7001\"]\n"
             )),
             "store.cluster_nodes[1]".to_owned(),
-            tls,
+            "uses redis:// while other store URLs use rediss://",
         ),
         (
-            redis("topology = \"sentinel\"\nsentinels = [\"rediss://s:26379\"]\nsentinel_master = \"m\"\n"),
-            "store.sentinels[0]".to_owned(),
-            tls,
+            redis("topology = \"sentinel\"\nsentinels = [\"rediss://s:26379\"]\nsentinel_master = \"m\"\ntls_ca_file = \"/nonexistent/ca.pem\"\n"),
+            "store.tls_ca_file".to_owned(),
+            "cannot read /nonexistent/ca.pem",
         ),
         // 4. Ports outside 1-65535 in every URL the daemon dials, port 0 included.
         (

@@ -19,5 +19,7 @@ mod redis_store;
 mod relay;
 mod server;
 mod support;
+mod tls;
+mod tls_topologies;
 mod topology;
 mod two_phase;

@@ -7,13 +7,18 @@
 //!
 //! A cluster node also listens on its port + 10 000 (the cluster bus), so redis-server refuses
 //! ports above 55 535: node ports come from [`free_cluster_port`], not the ephemeral range.
+//!
+//! In TLS mode ([`RedisCluster::start_tls`]) every node listens on its `--tls-port` only, and the
+//! cluster bus and replication use TLS too (`tls-cluster yes`, `tls-replication yes`).
 
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use std::net::TcpListener;
 
 use super::redis::redis_binary;
+use super::tls::TlsFiles;
 
 const NODE_TIMEOUT_MS: &str = "1000";
 pub const SLOTS: usize = 16384;
@@ -35,14 +40,24 @@ struct Node {
     port: u16,
     dir: std::path::PathBuf,
     child: Option<Child>,
+    tls: Option<Arc<TlsFiles>>,
 }
 
 impl Node {
     /// Starts the node; its `nodes.conf` keeps its identity across a restart, so a killed
     /// master that comes back rejoins as a replica of the node that took over.
     fn spawn(&mut self) {
+        let listen = match &self.tls {
+            Some(tls) => {
+                let mut args = tls.server_args(self.port, "optional");
+                args.extend(["--tls-cluster", "yes", "--tls-replication", "yes"].map(String::from));
+                args
+            }
+            None => vec!["--port".to_owned(), self.port.to_string()],
+        };
         let child = Command::new(redis_binary())
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(listen)
+            .args(["--bind", "127.0.0.1"])
             .args([
                 "--cluster-enabled",
                 "yes",
@@ -67,14 +82,25 @@ impl Node {
 pub struct RedisCluster {
     nodes: Vec<Node>,
     _dir: tempfile::TempDir,
+    tls: Option<Arc<TlsFiles>>,
 }
 
 impl RedisCluster {
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// A cluster whose nodes speak TLS only, with the certificates of `tls`.
+    pub fn start_tls(tls: Arc<TlsFiles>) -> Self {
+        Self::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<Arc<TlsFiles>>) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut cluster = Self {
             nodes: Vec::new(),
             _dir: dir,
+            tls,
         };
         for i in 0..6 {
             let dir = cluster._dir.path().join(format!("node{i}"));
@@ -83,13 +109,14 @@ impl RedisCluster {
                 port: free_cluster_port(),
                 dir,
                 child: None,
+                tls: cluster.tls.clone(),
             };
             node.spawn();
             cluster.nodes.push(node);
         }
         for node in &cluster.nodes {
             wait_for(10, "a cluster node to answer PING", || {
-                ping(node.port).is_some()
+                ping(cluster.tls(), node.port).is_some()
             });
         }
         cluster.create();
@@ -102,7 +129,17 @@ impl RedisCluster {
             .iter()
             .map(|node| format!("127.0.0.1:{}", node.port))
             .collect();
-        let output = Command::new("redis-cli")
+        let mut command = Command::new("redis-cli");
+        if let Some(tls) = &self.tls {
+            command
+                .args(["--tls", "--cacert"])
+                .arg(&tls.ca)
+                .arg("--cert")
+                .arg(&tls.client_cert)
+                .arg("--key")
+                .arg(&tls.client_key);
+        }
+        let output = command
             .arg("--cluster")
             .arg("create")
             .args(&addresses)
@@ -123,23 +160,32 @@ impl RedisCluster {
     pub fn wait_until_healthy(&self) {
         wait_for(20, "the cluster to be ok on every node", || {
             self.live_ports().iter().all(|&port| {
-                info(port, &["CLUSTER", "INFO"]).is_some_and(|text| {
+                info(self.tls(), port, &["CLUSTER", "INFO"]).is_some_and(|text| {
                     text.contains("cluster_state:ok")
                         && text.contains(&format!("cluster_slots_ok:{SLOTS}"))
                 })
             }) && self.masters().iter().all(|&port| {
-                info(port, &["INFO", "replication"])
+                info(self.tls(), port, &["INFO", "replication"])
                     .is_some_and(|text| text.contains("state=online"))
             })
         });
     }
 
-    /// `redis://` URLs of every node (the daemon's seed nodes).
+    /// `redis://` URLs of every node (the daemon's seed nodes); `rediss://` in TLS mode.
     pub fn seeds(&self) -> Vec<String> {
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
         self.nodes
             .iter()
-            .map(|node| format!("redis://127.0.0.1:{}", node.port))
+            .map(|node| format!("{scheme}://127.0.0.1:{}", node.port))
             .collect()
+    }
+
+    fn tls(&self) -> Option<&TlsFiles> {
+        self.tls.as_deref()
     }
 
     fn live_ports(&self) -> Vec<u16> {
@@ -165,7 +211,7 @@ impl RedisCluster {
     /// `(first, last, master port)` of every slot range, from `CLUSTER SLOTS` on a live node.
     pub fn slot_ranges(&self) -> Vec<(u16, u16, u16)> {
         for port in self.live_ports() {
-            let Ok(mut conn) = connection(port) else {
+            let Ok(mut conn) = node_connection(self.tls(), port) else {
                 continue;
             };
             let reply: redis::RedisResult<Vec<Vec<redis::Value>>> =
@@ -195,13 +241,18 @@ impl RedisCluster {
         redis::cmd("CLUSTER")
             .arg("KEYSLOT")
             .arg(key)
-            .query(&mut connection(port).unwrap())
+            .query(&mut node_connection(self.tls(), port).unwrap())
             .unwrap()
     }
 
     /// A cluster client of redis-rs (it follows `MOVED`), for reading back what was written.
     pub fn client(&self) -> redis::cluster::ClusterConnection {
-        redis::cluster::ClusterClient::new(self.seeds())
+        let mut builder = redis::cluster::ClusterClientBuilder::new(self.seeds());
+        if let Some(tls) = &self.tls {
+            builder = builder.certs(tls.certificates());
+        }
+        builder
+            .build()
             .unwrap()
             .get_connection()
             .expect("connect to the test cluster")
@@ -221,8 +272,9 @@ impl RedisCluster {
     pub fn restart(&mut self, port: u16) {
         let node = self.nodes.iter_mut().find(|n| n.port == port).unwrap();
         node.spawn();
+        let tls = self.tls.clone();
         wait_for(10, "the restarted node to answer PING", || {
-            ping(port).is_some()
+            ping(tls.as_deref(), port).is_some()
         });
         self.wait_until_healthy();
     }
@@ -231,7 +283,7 @@ impl RedisCluster {
     pub fn node_id(&self, port: u16) -> String {
         redis::cmd("CLUSTER")
             .arg("MYID")
-            .query(&mut connection(port).unwrap())
+            .query(&mut node_connection(self.tls(), port).unwrap())
             .unwrap()
     }
 }
@@ -249,7 +301,17 @@ impl Drop for RedisCluster {
 
 /// A plain connection to one node, with short timeouts.
 pub fn connection(port: u16) -> redis::RedisResult<redis::Connection> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))?;
+    node_connection(None, port)
+}
+
+/// A connection to one node, over TLS with the suite's client certificate when `tls` is given.
+fn node_connection(tls: Option<&TlsFiles>, port: u16) -> redis::RedisResult<redis::Connection> {
+    let client = match tls {
+        Some(tls) => {
+            redis::Client::build_with_tls(format!("rediss://127.0.0.1:{port}"), tls.certificates())?
+        }
+        None => redis::Client::open(format!("redis://127.0.0.1:{port}"))?,
+    };
     let conn = client.get_connection_with_timeout(Duration::from_millis(300))?;
     conn.set_read_timeout(Some(Duration::from_secs(2)))?;
     Ok(conn)
@@ -271,16 +333,18 @@ fn parse_range(range: &[redis::Value]) -> Option<(u16, u16, u16)> {
     ))
 }
 
-fn ping(port: u16) -> Option<String> {
-    redis::cmd("PING").query(&mut connection(port).ok()?).ok()
+fn ping(tls: Option<&TlsFiles>, port: u16) -> Option<String> {
+    redis::cmd("PING")
+        .query(&mut node_connection(tls, port).ok()?)
+        .ok()
 }
 
-fn info(port: u16, command: &[&str]) -> Option<String> {
+fn info(tls: Option<&TlsFiles>, port: u16, command: &[&str]) -> Option<String> {
     let mut cmd = redis::cmd(command[0]);
     for arg in &command[1..] {
         cmd.arg(*arg);
     }
-    cmd.query(&mut connection(port).ok()?).ok()
+    cmd.query(&mut node_connection(tls, port).ok()?).ok()
 }
 
 /// Polls `probe` every 50 ms until it holds, for at most `seconds` (a blocking wait: the

@@ -18,6 +18,7 @@ pub mod relay_worker;
 pub mod replica;
 pub mod sentinel;
 pub mod settings;
+pub mod tls;
 pub mod upstream;
 pub mod worker;
 

@@ -1,9 +1,13 @@
-//! A real `redis-server` on a free loopback port, owned by one test.
+//! A real `redis-server` on a free loopback port, owned by one test: plain TCP, or TLS only
+//! (its own `--tls-port`, with certificates from [`super::tls`]).
 
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use super::tls::TlsFiles;
 
 /// A redis-server child process; killed when dropped.
 pub struct RedisServer {
@@ -11,6 +15,9 @@ pub struct RedisServer {
     pub port: u16,
     dir: tempfile::TempDir,
     extra: Vec<String>,
+    /// TLS mode: the certificates, and whether clients must present one (`yes`) or may
+    /// (`optional`). `port` is then the TLS port, and plain TCP is off.
+    tls: Option<(Arc<TlsFiles>, String)>,
 }
 
 /// Finds `redis-server`; fails loudly (never skips) when it is missing.
@@ -51,14 +58,34 @@ impl RedisServer {
             port: free_port(),
             dir: tempfile::tempdir().expect("temp dir"),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            tls: None,
+        };
+        server.spawn();
+        server
+    }
+
+    /// Starts a server that speaks TLS only, on its `--tls-port`, requiring client certificates
+    /// when `auth_clients` is `yes` (`optional`: accepted, not required).
+    pub fn start_tls(tls: Arc<TlsFiles>, auth_clients: &str, extra: &[&str]) -> Self {
+        let mut server = Self {
+            child: None,
+            port: free_port(),
+            dir: tempfile::tempdir().expect("temp dir"),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            tls: Some((tls, auth_clients.to_owned())),
         };
         server.spawn();
         server
     }
 
     fn spawn(&mut self) {
+        let listen = match &self.tls {
+            Some((tls, auth_clients)) => tls.server_args(self.port, auth_clients),
+            None => vec!["--port".to_owned(), self.port.to_string()],
+        };
         let child = Command::new(redis_binary())
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(listen)
+            .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             .arg("--dir")
             .arg(self.dir.path())
@@ -73,7 +100,7 @@ impl RedisServer {
 
     fn wait_until_up(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        let client = redis::Client::open(self.url()).unwrap();
+        let client = self.client();
         while Instant::now() < deadline {
             if let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(200)) {
                 if redis::cmd("PING").query::<String>(&mut conn).is_ok() {
@@ -85,8 +112,22 @@ impl RedisServer {
         panic!("redis-server on port {} did not come up", self.port);
     }
 
+    /// `rediss://` in TLS mode.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        match self.tls {
+            Some(_) => format!("rediss://127.0.0.1:{}", self.port),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
+    }
+
+    /// A client for the test's own reads; in TLS mode it trusts the suite's CA and presents
+    /// the client certificate.
+    pub fn client(&self) -> redis::Client {
+        match &self.tls {
+            Some((tls, _)) => redis::Client::build_with_tls(self.url(), tls.certificates()),
+            None => redis::Client::open(self.url()),
+        }
+        .expect("a client for the test redis")
     }
 
     /// Kills the server (SIGKILL) and waits for it to exit.
@@ -109,8 +150,7 @@ impl RedisServer {
     }
 
     pub fn connection(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .unwrap()
+        self.client()
             .get_connection()
             .expect("connect to test redis")
     }

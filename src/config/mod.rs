@@ -6,6 +6,8 @@
 //! that part's, run by `app::validate`.
 
 mod endpoints;
+mod error;
+mod names;
 #[cfg(test)]
 mod property_tests;
 mod proxy;
@@ -19,11 +21,13 @@ mod topology;
 mod values;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 pub use endpoints::{FRAMING_HEADERS, REDIS_TLS};
+pub use error::ConfigError;
+use names::validate_name;
 pub use proxy::ProxySettings;
 pub use redact::{is_credential_name, redact_url, REDACTED};
 pub use relay::{
@@ -55,24 +59,6 @@ pub struct Settings {
     /// Delivery of the streams' events to internal HTTP workers.
     #[serde(default)]
     pub relay: RelaySettings,
-}
-
-/// A configuration problem, always naming the key it concerns.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{key}: {problem}")]
-    Invalid { key: String, problem: String },
-    #[error("cannot read configuration file {path}: {problem}")]
-    File { path: PathBuf, problem: String },
-}
-
-impl ConfigError {
-    pub fn invalid(key: impl Into<String>, problem: impl Into<String>) -> Self {
-        ConfigError::Invalid {
-            key: key.into(),
-            problem: problem.into(),
-        }
-    }
 }
 
 /// Loads the layered configuration: defaults, then `file` (if any), then the environment.
@@ -272,23 +258,5 @@ impl Settings {
     /// The effective configuration as TOML, secrets redacted.
     pub fn to_redacted_toml(&self) -> String {
         toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
-    }
-}
-
-/// Source and proxy names become URL path segments, metric labels and Redis hash tags.
-fn validate_name(section: &str, name: &str) -> Result<(), ConfigError> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-        && name != "_unknown";
-    if ok {
-        Ok(())
-    } else {
-        Err(ConfigError::invalid(
-            format!("{section}.{name}"),
-            "names use 1-64 of a-z, 0-9, '_' and '-'",
-        ))
     }
 }

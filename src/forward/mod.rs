@@ -15,110 +15,20 @@
 pub mod atomic;
 pub mod batch;
 pub mod coalesce;
+mod delivery;
 pub mod target;
 pub mod two_phase;
 
+pub(crate) use delivery::within;
+pub use delivery::{Delivery, ForwardError, Forwarded, Forwarder};
 pub use target::{Partition, Target};
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::config::{Settings, SinkKind};
-use crate::event::VerifiedEvent;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
-use crate::sinks::SinkError;
-use crate::store::{Fingerprint, RedisStartError, RedisStore, StoreError};
-use crate::util::BoxFuture;
-
-/// Everything a forwarder needs of one event.
-pub struct Delivery<'a> {
-    pub target: &'a Target,
-    pub event: &'a VerifiedEvent,
-    /// Unix milliseconds at which the daemon received the request.
-    pub received_at_ms: u64,
-    /// The request's Content-Type, for sinks that pass it on.
-    pub content_type: Option<&'a str>,
-}
-
-impl Delivery<'_> {
-    pub fn fingerprint(&self) -> Fingerprint {
-        Fingerprint::of(self.event.fingerprint_input())
-    }
-}
-
-/// What forwarding one event came to (one per event of a request, in order).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Forwarded {
-    /// New event, now in the queue under this entry ID (or sink acknowledgement). `reclaimed`:
-    /// an earlier delivery's lease had expired without completing (two-phase mode).
-    New { entry_id: String, reclaimed: bool },
-    /// Already forwarded within the window, under this entry ID.
-    Duplicate { entry_id: String },
-    /// Same event ID, different payload: nothing forwarded.
-    Mismatch,
-    /// Another delivery of the same event is being forwarded right now.
-    InFlight,
-    /// New, but another event of the same request was a mismatch or in flight, so nothing of
-    /// the request was written; the provider's retry forwards it.
-    Withheld,
-}
-
-/// Why an event could not be forwarded; every variant answers 503 so the provider retries.
-#[derive(Debug, thiserror::Error)]
-pub enum ForwardError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("sink did not take the event")]
-    Sink(#[source] SinkError),
-    #[error("publish task failed: {0}")]
-    Task(String),
-    /// The error of a store call that carried several requests, shared by each of them.
-    #[error(transparent)]
-    Shared(Arc<ForwardError>),
-}
-
-/// The exactly-once seam.
-pub trait Forwarder: Send + Sync + 'static {
-    /// Deduplicates the events of one request (all of one source) and puts the new ones in the
-    /// queue: one answer per event, in order. All or nothing: when any event is a mismatch or in
-    /// flight, no event is written and the new ones are [`Forwarded::Withheld`].
-    fn forward_all<'a>(
-        &'a self,
-        deliveries: &'a [Delivery<'a>],
-    ) -> BoxFuture<'a, Result<Vec<Forwarded>, ForwardError>>;
-
-    /// Deduplicates one event and puts it in the queue unless it is a duplicate.
-    fn forward<'a>(
-        &'a self,
-        delivery: Delivery<'a>,
-    ) -> BoxFuture<'a, Result<Forwarded, ForwardError>> {
-        Box::pin(async move {
-            let one = [delivery];
-            let mut answers = self.forward_all(&one).await?;
-            answers
-                .pop()
-                .ok_or_else(|| StoreError::Protocol("no answer for the event".to_owned()).into())
-        })
-    }
-
-    /// Whether the store can serve requests now (`/readyz`).
-    fn ready(&self) -> BoxFuture<'_, bool>;
-
-    /// The `sink` label of `hookonce_forward_duration_seconds`.
-    fn sink_label(&self) -> &'static str;
-}
-
-/// Runs a forward under a deadline; running out of time is a store timeout (503).
-pub(crate) async fn within<T>(
-    timeout: Duration,
-    call: impl Future<Output = Result<T, ForwardError>>,
-) -> Result<T, ForwardError> {
-    tokio::time::timeout(timeout, call)
-        .await
-        .unwrap_or(Err(StoreError::Timeout(timeout).into()))
-}
+use crate::store::{RedisStartError, RedisStore};
 
 /// Builds the forwarder that `sink.kind` calls for: atomic into the Redis Stream, or two-phase
 /// through `ledger` into the configured sink.

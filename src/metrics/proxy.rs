@@ -1,13 +1,14 @@
 //! The Idempotency-Key proxy's metric handles, registered once per `[proxies.NAME]` by
-//! `Metrics::proxy`, as `relay.rs` does for the relay's; the names stay in `metrics.rs`.
+//! `Metrics::proxy`, as `relay.rs` does for the relay's; the names are in `names.rs`.
 
 use metrics::{Counter, Gauge, Histogram, Label};
 
-use super::{
-    Metrics, PROXY_CLAIMS_HELD, PROXY_COMPLETION_FAILURES_TOTAL, PROXY_DURATION_SECONDS,
+use super::names::{
+    PROXY_CLAIMS_HELD, PROXY_COMPLETION_FAILURES_TOTAL, PROXY_DURATION_SECONDS,
     PROXY_LEASE_TAKEOVERS_TOTAL, PROXY_OLDEST_CLAIM_SECONDS, PROXY_REQUESTS_TOTAL,
     PROXY_UPSTREAM_DURATION_SECONDS,
 };
+use super::registry::Metrics;
 use crate::outcome::ProxyOutcome;
 
 impl Metrics {

@@ -1,44 +1,13 @@
 //! The relay's metric handles: per route, its outcomes and latencies; per route and source, the
-//! lag and the dead letters. Names are `super`'s, with the others.
+//! lag and the dead letters. Names are in `names.rs`, help texts in `help.rs`, with the others.
 
-use metrics::{Counter, Gauge, Histogram, Label, Unit};
+use metrics::{Counter, Gauge, Histogram, Label};
 
 use crate::outcome::RelayOutcome;
 
-use super::{
-    Metrics, DEAD_LETTERS, RELAY_ATTEMPT_DURATION_SECONDS, RELAY_DELIVERIES_TOTAL,
-    RELAY_END_TO_END_SECONDS, RELAY_LAG,
-};
-
-pub(super) const GAUGES: [&str; 2] = [RELAY_LAG, DEAD_LETTERS];
-
-pub(super) const HELP: [(&str, Unit, &str); 5] = [
-    (
-        RELAY_DELIVERIES_TOTAL,
-        Unit::Count,
-        "Relay results by route: delivered, failed (attempts that did not succeed), dead_lettered, skipped (not matched).",
-    ),
-    (
-        RELAY_ATTEMPT_DURATION_SECONDS,
-        Unit::Seconds,
-        "Latency of one delivery attempt to a route's worker.",
-    ),
-    (
-        RELAY_END_TO_END_SECONDS,
-        Unit::Seconds,
-        "From receiving the webhook to the worker's 2xx.",
-    ),
-    (
-        RELAY_LAG,
-        Unit::Count,
-        "Entries of a source's stream the route has not acknowledged, unread or pending (sampled).",
-    ),
-    (
-        DEAD_LETTERS,
-        Unit::Count,
-        "Entries in a route's dead-letter stream for a source (sampled).",
-    ),
-];
+use super::names::{DEAD_LETTERS, RELAY_END_TO_END_SECONDS, RELAY_LAG};
+use super::names::{RELAY_ATTEMPT_DURATION_SECONDS, RELAY_DELIVERIES_TOTAL};
+use super::registry::Metrics;
 
 /// Pre-registered handles for one route.
 pub struct RelayMetrics {

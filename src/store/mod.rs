@@ -18,59 +18,20 @@
 
 mod client_options;
 mod connection;
+mod error;
 pub mod record;
 pub mod redis;
 pub mod relay_scripts;
 mod sentinel;
 mod streams;
 
-use std::future::Future;
-use std::time::Duration;
-
 use crate::config::{StoreBackend, StoreSettings};
 
+pub use self::error::{with_timeout, RedisStartError, StoreError};
 pub use self::record::{Fingerprint, Record};
 pub use self::redis::{RedisStore, Script, ScriptCall, WaitReplicas, Waited};
 pub use self::relay_scripts::RelayScripts;
 pub use self::streams::{is_missing_group, StreamEntry};
-
-/// Why a store call did not succeed. Every variant answers 503, so the sender retries.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("store did not answer within {0:?}")]
-    Timeout(Duration),
-    #[error("redis call failed")]
-    Redis(#[source] ::redis::RedisError),
-    #[error("store answered something unexpected: {0}")]
-    Protocol(String),
-    #[error("only {confirmed} of {wanted} replicas confirmed the write within the wait timeout")]
-    Replication { confirmed: i64, wanted: i64 },
-    #[error("memory store is full ({0} records)")]
-    Full(usize),
-    /// The memory store's records would pass `store.memory_max_bytes`.
-    #[error("memory store is full ({0} bytes of records)")]
-    FullBytes(usize),
-}
-
-/// Why the daemon refuses to start against a Redis. Beside `StoreError`, so that the files
-/// that connect (`connection.rs`, `redis.rs`) share it without importing each other.
-#[derive(Debug, thiserror::Error)]
-pub enum RedisStartError {
-    #[error("cannot connect to Redis at {url}")]
-    Connect {
-        url: String,
-        #[source]
-        source: ::redis::RedisError,
-    },
-    #[error("cannot load the scripts into Redis")]
-    Script(#[source] ::redis::RedisError),
-    #[error(
-        "Redis maxmemory-policy is {policy:?} (on {node}), which can evict dedup records and let \
-         duplicates through; set it to noeviction, or set store.allow_eviction = true to accept \
-         the risk"
-    )]
-    EvictionPolicy { policy: String, node: String },
-}
 
 /// Connects to the configured Redis and runs the start-up safety checks; `None` for the memory
 /// store, whose records live in the ledger of this process.
@@ -90,14 +51,4 @@ pub async fn connect(settings: &StoreSettings) -> Result<Option<RedisStore>, Red
             Ok(Some(store))
         }
     }
-}
-
-/// Runs a store call under a deadline.
-pub async fn with_timeout<T>(
-    timeout: Duration,
-    call: impl Future<Output = Result<T, StoreError>>,
-) -> Result<T, StoreError> {
-    tokio::time::timeout(timeout, call)
-        .await
-        .unwrap_or(Err(StoreError::Timeout(timeout)))
 }

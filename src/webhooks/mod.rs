@@ -9,6 +9,7 @@
 pub mod ingest;
 pub mod partitions;
 pub mod providers;
+mod ready_source;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,17 +17,11 @@ use std::sync::Arc;
 use crate::body::BodyReader;
 use crate::config::{ConfigError, Settings};
 use crate::forward::{Forwarder, Target};
-use crate::metrics::{Metrics, SourceMetrics};
+use crate::metrics::Metrics;
 use providers::Provider;
 
 pub use ingest::Ingest;
-
-/// One configured source, ready to serve.
-pub struct Source {
-    pub provider: Arc<dyn Provider>,
-    pub target: Target,
-    pub metrics: SourceMetrics,
-}
+pub use ready_source::Source;
 
 /// Checks every source's provider-specific keys (by building its provider), naming the key.
 pub fn validate(settings: &Settings) -> Result<(), ConfigError> {

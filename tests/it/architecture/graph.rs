@@ -114,10 +114,9 @@ impl Graph {
     }
 
     /// Each strongly connected component of more than one file, as one cycle through it, named
-    /// file by file: `a -> b -> a`, leaving out the edges `counts` rejects. Empty when the rest
-    /// of the imports form a DAG.
-    pub fn cycles(&self, counts: impl Fn(&str, &str) -> bool) -> Vec<Vec<String>> {
-        self.components(counts)
+    /// file by file: `a -> b -> a`. Empty when the imports form a DAG.
+    pub fn cycles(&self) -> Vec<Vec<String>> {
+        self.components()
             .into_iter()
             .map(|(_, cycle)| cycle)
             .collect()
@@ -126,10 +125,7 @@ impl Graph {
     /// Each strongly connected component of more than one file (its members, sorted) with one
     /// cycle through it.
     #[allow(clippy::type_complexity)]
-    pub fn components(
-        &self,
-        counts: impl Fn(&str, &str) -> bool,
-    ) -> Vec<(Vec<String>, Vec<String>)> {
+    pub fn components(&self) -> Vec<(Vec<String>, Vec<String>)> {
         let names: Vec<&String> = self.nodes.keys().collect();
         let index: BTreeMap<&str, usize> = names
             .iter()
@@ -142,7 +138,6 @@ impl Graph {
                 self.nodes[*n]
                     .imports
                     .keys()
-                    .filter(|t| counts(n, t))
                     .map(|t| index[t.as_str()])
                     .collect()
             })

@@ -293,8 +293,8 @@ fn anchors(text: &str) -> BTreeSet<String> {
 }
 
 /// Every relative link in the project's Markdown names a file (or directory) that exists and,
-/// with a `#fragment` into a Markdown file, a heading of that file; and no document cites a
-/// path outside the repository's `shared/` notes, since the docs must stand alone.
+/// with a `#fragment` into a Markdown file, a heading of that file; and no document names a
+/// relative path that leads out of the repository, linked or not, since the docs must stand alone.
 #[test]
 fn every_relative_link_in_the_docs_resolves() {
     let mut broken = Vec::new();
@@ -305,8 +305,10 @@ fn every_relative_link_in_the_docs_resolves() {
             .unwrap_or(&file)
             .display()
             .to_string();
-        if text.contains("../shared/") {
-            broken.push(format!("{shown}: cites ../shared/"));
+        for path in relative_paths(&text) {
+            if !within(root(), &file.parent().unwrap().join(path)) {
+                broken.push(format!("{shown}: {path} leads out of the repository"));
+            }
         }
         for target in links(&text) {
             if target.contains("://") || target.starts_with("mailto:") {
@@ -334,4 +336,39 @@ fn every_relative_link_in_the_docs_resolves() {
         }
     }
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// Every path in `text` that begins with `../` (in a link, code or prose), up to the first
+/// character that cannot be part of it.
+fn relative_paths(text: &str) -> Vec<&str> {
+    let mut paths = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("../") {
+        let starts_word =
+            !rest[..at].ends_with(|c: char| c.is_alphanumeric() || c == '.' || c == '/');
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| c.is_whitespace() || matches!(c, ')' | '`' | '"' | '\'' | '>' | ']'))
+            .unwrap_or(tail.len());
+        if starts_word {
+            paths.push(&tail[..end]);
+        }
+        rest = &tail[end.max(3)..];
+    }
+    paths
+}
+
+/// Whether `path`, with its `.` and `..` resolved by name alone (it need not exist), lies in `root`.
+fn within(root: &std::path::Path, path: &std::path::Path) -> bool {
+    let mut resolved = std::path::PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                resolved.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => resolved.push(other),
+        }
+    }
+    resolved.starts_with(root)
 }

@@ -5,6 +5,7 @@
 //! imports nothing else of the crate. Checks that need another part (a provider's own keys) are
 //! that part's, run by `app::validate`.
 
+mod access;
 mod endpoints;
 mod error;
 mod names;
@@ -25,6 +26,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use access::{Cidr, Limit, Rate, MAX_BURST};
 pub use endpoints::{FRAMING_HEADERS, REDIS_TLS};
 pub use error::ConfigError;
 use names::validate_name;

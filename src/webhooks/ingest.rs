@@ -1,13 +1,16 @@
 //! One request's pipeline, and the one place where outcomes become HTTP answers
 //! (docs/design.md, "Outcomes and status codes").
 //!
-//! body (bounded: [`crate::body`]) → admission (the server's) → provider verification over the
-//! raw bytes → forward each event → acknowledge. Every request ends in exactly one [`Reply`]: it
+//! source → who may call (the client's address against the source's `allowed_ips`, then the
+//! client's allowance of rejected requests: [`crate::access`]) → body (bounded:
+//! [`crate::body`]) → admission (the server's) → provider verification over the raw bytes → the
+//! source's `rate_limit` → forward each event → acknowledge. Every request ends in exactly one [`Reply`]: it
 //! is counted, logged once and turned into a response here, whichever step it stopped at.
 //! Requests refused before they reach this pipeline (by hyper or the router) are counted here too,
 //! by [`Ingest::refused`].
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,6 +20,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
 use super::Source;
+use crate::access::{retry_after_secs, ClientAddr, Gate};
 use crate::body::{BodyError, BodyReader, ReceivedBody};
 use crate::forward::{Delivery, Forwarded, Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics, UNKNOWN_SOURCE};
@@ -34,11 +38,14 @@ pub struct Ingest {
     body: Arc<BodyReader>,
     request_timeout: Duration,
     retry_after: HeaderValue,
+    /// Trusted proxies and the clients' rejected requests.
+    gate: Gate,
 }
 
 /// A request whose body is in, waiting to be admitted and handled.
 pub struct Received {
     source: String,
+    client: ClientAddr,
     headers: HeaderMap,
     body: ReceivedBody,
     started: Instant,
@@ -54,6 +61,8 @@ struct Reply {
     event_id: Option<String>,
     events: usize,
     detail: Option<String>,
+    /// The `Retry-After` of a `rate_limited` answer: until the bucket has a token again.
+    retry_after: Option<u64>,
 }
 
 impl Reply {
@@ -66,6 +75,15 @@ impl Reply {
             event_id: None,
             events: 0,
             detail: Some(detail.to_string()),
+            retry_after: None,
+        }
+    }
+
+    /// A `rate_limited` answer, to be retried after `wait`.
+    fn limited(wait: Duration, detail: impl ToString) -> Self {
+        Self {
+            retry_after: Some(retry_after_secs(wait)),
+            ..Self::rejected(Outcome::RateLimited, detail)
         }
     }
 }
@@ -89,7 +107,13 @@ impl Ingest {
             body,
             request_timeout,
             retry_after: HeaderValue::from(retry_after_secs),
+            gate: Gate::default(),
         }
+    }
+
+    /// The same pipeline behind `gate` (trusted proxies, the clients' rejected requests).
+    pub fn with_gate(self, gate: Gate) -> Self {
+        Self { gate, ..self }
     }
 
     /// Where a configured source's events go.
@@ -101,38 +125,65 @@ impl Ingest {
         &self.forwarder
     }
 
-    /// The first step of `POST /webhooks/{source}`: the source and the whole body. A request
-    /// that ends here (an unknown source, a body too large, too slow, cut short or over the memory
-    /// budget) is answered and counted here, without ever being admitted.
+    /// The first step of `POST /webhooks/{source}` from the socket peer `peer`: the source, who
+    /// may call it, and the whole body. A request that ends here (an unknown source, a client not
+    /// allowed or over its rejected requests, a body too large, too slow, cut short or over the
+    /// memory budget) is answered and counted here, without ever being admitted; the refusals
+    /// before the body leave it unread (the server's lingering close drains it).
     pub async fn receive(
         &self,
         source: String,
+        peer: IpAddr,
         headers: HeaderMap,
         body: Body,
     ) -> Result<Received, Response> {
         let started = Instant::now();
-        if !self.sources.contains_key(&source) {
+        let client = self.gate.client(peer, &headers);
+        let Some(known) = self.sources.get(&source) else {
             let reply = Reply::rejected(Outcome::UnknownSource, "no such source");
-            return Err(self.finish(&source, reply, started));
+            return Err(self.conclude(&client, &source, reply, started));
+        };
+        if !known.access.admits(&client) {
+            let detail = format!("client {client} is not in sources.{source}.allowed_ips");
+            let reply = Reply::rejected(Outcome::Forbidden, detail);
+            return Err(self.conclude(&client, &source, reply, started));
+        }
+        if let Err(wait) = self.gate.check(&client) {
+            let detail = format!("client {client} is over server.rejected_limit");
+            return Err(self.conclude(&client, &source, Reply::limited(wait, detail), started));
         }
         match self.body.read(&headers, body).await {
             Ok(body) => Ok(Received {
                 source,
+                client,
                 headers,
                 body,
                 started,
             }),
             Err(error) => {
                 let reply = Reply::rejected(body_outcome(&error), error_chain(&error));
-                Err(self.finish(&source, reply, started))
+                Err(self.conclude(&client, &source, reply, started))
             }
         }
+    }
+
+    /// Charges `client` for a request that ended in a rejection (see [`crate::access::charges`]),
+    /// then counts, logs and renders it.
+    fn conclude(
+        &self,
+        client: &ClientAddr,
+        source: &str,
+        reply: Reply,
+        started: Instant,
+    ) -> Response {
+        self.gate.settle(client, reply.outcome);
+        self.finish(source, client, reply, started)
     }
 
     /// Answers a received request that could not be admitted (too many in flight).
     pub fn overloaded(&self, request: Received) -> Response {
         let reply = Reply::rejected(Outcome::Unavailable, "too many requests in flight");
-        self.finish(&request.source, reply, request.started)
+        self.finish(&request.source, &request.client, reply, request.started)
     }
 
     /// The rest of an admitted request, within what is left of `server.request_timeout`.
@@ -144,7 +195,7 @@ impl Ingest {
             Ok(reply) => reply,
             Err(_) => Reply::rejected(Outcome::Unavailable, "request timed out"),
         };
-        self.finish(&request.source, reply, request.started)
+        self.conclude(&request.client, &request.source, reply, request.started)
     }
 
     /// Counts (and logs) a request that hyper or the router refused before it reached
@@ -185,12 +236,18 @@ impl Ingest {
                     event_id: None,
                     events: 0,
                     detail: Some("handshake answered".to_owned()),
+                    retry_after: None,
                 }
             }
             Err(error) => return Reply::rejected(verify_outcome(&error), error),
         };
         if events.is_empty() {
             return Reply::rejected(Outcome::Malformed, "request carries no event");
+        }
+        // Only now, verified: a forged delivery must not spend the source's allowance.
+        if let Err(wait) = source.access.take_delivery() {
+            let detail = format!("over sources.{}.rate_limit", received.source);
+            return Reply::limited(wait, detail);
         }
         let content_type = headers
             .get(header::CONTENT_TYPE)
@@ -258,11 +315,12 @@ impl Ingest {
             event_id: Some(events[0].event_id().to_owned()),
             events: events.len(),
             detail,
+            retry_after: None,
         }
     }
 
     /// Counts, logs and renders one finished request.
-    fn finish(&self, name: &str, reply: Reply, started: Instant) -> Response {
+    fn finish(&self, name: &str, client: &ClientAddr, reply: Reply, started: Instant) -> Response {
         let status = status_of(reply.outcome);
         let (label, metrics) = match self.sources.get(name) {
             Some(source) => (name, &source.metrics),
@@ -280,7 +338,7 @@ impl Ingest {
             status.as_u16(),
             elapsed.as_secs_f64(),
         );
-        log_request(label, &reply, status, elapsed);
+        log_request(label, client, &reply, status, elapsed);
         self.render(reply, status)
     }
 
@@ -305,6 +363,11 @@ impl Ingest {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, self.retry_after.clone());
+        }
+        if let Some(seconds) = reply.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         if reply.outcome == Outcome::BodyTimeout {
             // The rest of the body is not read: the connection cannot carry another request.
@@ -331,6 +394,8 @@ pub fn status_of(outcome: Outcome) -> StatusCode {
         Outcome::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         Outcome::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         Outcome::UnknownSource => StatusCode::NOT_FOUND,
+        Outcome::Forbidden => StatusCode::FORBIDDEN,
+        Outcome::RateLimited => StatusCode::TOO_MANY_REQUESTS,
     }
 }
 
@@ -366,7 +431,15 @@ fn forward_outcome(answer: &Forwarded) -> Outcome {
     }
 }
 
-fn log_request(source: &str, reply: &Reply, status: StatusCode, elapsed: Duration) {
+fn log_request(
+    source: &str,
+    client: &ClientAddr,
+    reply: &Reply,
+    status: StatusCode,
+    elapsed: Duration,
+) {
+    let client = client.to_string();
+    let client = client.as_str();
     let latency_ms = elapsed.as_secs_f64() * 1000.0;
     let event_id = reply.event_id.as_deref().unwrap_or("");
     let outcome = reply.outcome.label();
@@ -378,6 +451,7 @@ fn log_request(source: &str, reply: &Reply, status: StatusCode, elapsed: Duratio
             tracing::$level!(
                 message = $message,
                 source,
+                client,
                 event_id,
                 events = reply.events,
                 outcome,

@@ -14,6 +14,7 @@ mod ready_source;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::access::{Gate, SourceAccess};
 use crate::body::BodyReader;
 use crate::config::{ConfigError, Settings};
 use crate::forward::{Forwarder, Target};
@@ -58,12 +59,14 @@ impl Ingest {
             let provider = providers::build(name, source)?;
             let target = Target::of_source(settings, name)?;
             let metrics = metrics.source(name);
+            let access = SourceAccess::from_settings(name, source)?;
             sources.insert(
                 name.clone(),
                 Source {
                     provider,
                     target,
                     metrics,
+                    access,
                 },
             );
         }
@@ -74,6 +77,7 @@ impl Ingest {
             body,
             settings.server.request_timeout.0,
             settings.server.retry_after_secs,
-        ))
+        )
+        .with_gate(Gate::from_settings(&settings.server)?))
     }
 }

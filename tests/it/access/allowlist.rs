@@ -83,11 +83,10 @@ async fn spoofed_forwarding_headers_from_an_untrusted_peer_grant_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_a_trusted_proxy_the_rightmost_untrusted_hop_decides() {
-    let t = start(
-        &["203.0.113.0/24", "2001:db8:1::/48"],
-        &["127.0.0.1", "10.0.0.0/8"],
-    )
-    .await;
+    // The proxies' own network is allowed too (internal callers): an unreadable hop must not
+    // pass as the trusted hop that forwarded it.
+    let allowed = ["203.0.113.0/24", "2001:db8:1::/48", "10.0.0.0/8"];
+    let t = start(&allowed, &["127.0.0.1", "10.0.0.0/8"]).await;
     let cases: &[(&[(&str, &str)], u16)] = &[
         (&[("x-forwarded-for", "203.0.113.5")], 200),
         (&[("x-forwarded-for", "203.0.113.5, 10.1.2.3")], 200),
@@ -106,7 +105,9 @@ async fn through_a_trusted_proxy_the_rightmost_untrusted_hop_decides() {
         ),
         (&[("x-forwarded-for", "2001:db8:1:ffff::1")], 200),
         (&[("x-forwarded-for", "2001:db8:2::1")], 403),
+        (&[("x-forwarded-for", "10.9.9.9, 10.1.2.3")], 200),
         (&[("forwarded", "for=unknown")], 403),
+        (&[("forwarded", "for=unknown, for=10.1.2.3")], 403),
         (
             &[("x-forwarded-for", "203.0.113.5, garbage, 10.1.2.3")],
             403,

@@ -16,17 +16,17 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
+use axum::response::Response;
 
+use super::reply::Reply;
 use super::Source;
-use crate::access::{retry_after_secs, ClientAddr, Gate};
+use crate::access::{ClientAddr, Gate};
 use crate::body::{BodyError, BodyReader, ReceivedBody};
 use crate::forward::{Delivery, Forwarded, Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics, UNKNOWN_SOURCE};
 use crate::outcome::Outcome;
 use crate::util::{error_chain, unix_ms};
-use crate::webhooks::providers::{Ack, RawRequest, Verified, VerifiedEvent, VerifyError};
+use crate::webhooks::providers::{RawRequest, Verified, VerifiedEvent, VerifyError};
 
 /// The request pipeline shared by every connection.
 pub struct Ingest {
@@ -49,43 +49,6 @@ pub struct Received {
     headers: HeaderMap,
     body: ReceivedBody,
     started: Instant,
-}
-
-/// How a request ended: the outcome that speaks for it, and what to send back.
-struct Reply {
-    outcome: Outcome,
-    ack: Option<Ack>,
-    replayed: bool,
-    /// A handshake answer (Slack's url_verification) sent instead of an acknowledgement.
-    handshake: Option<Bytes>,
-    event_id: Option<String>,
-    events: usize,
-    detail: Option<String>,
-    /// The `Retry-After` of a `rate_limited` answer: until the bucket has a token again.
-    retry_after: Option<u64>,
-}
-
-impl Reply {
-    fn rejected(outcome: Outcome, detail: impl ToString) -> Self {
-        Self {
-            outcome,
-            ack: None,
-            replayed: false,
-            handshake: None,
-            event_id: None,
-            events: 0,
-            detail: Some(detail.to_string()),
-            retry_after: None,
-        }
-    }
-
-    /// A `rate_limited` answer, to be retried after `wait`.
-    fn limited(wait: Duration, detail: impl ToString) -> Self {
-        Self {
-            retry_after: Some(retry_after_secs(wait)),
-            ..Self::rejected(Outcome::RateLimited, detail)
-        }
-    }
 }
 
 impl Ingest {
@@ -338,44 +301,8 @@ impl Ingest {
             status.as_u16(),
             elapsed.as_secs_f64(),
         );
-        log_request(label, client, &reply, status, elapsed);
-        self.render(reply, status)
-    }
-
-    fn render(&self, reply: Reply, status: StatusCode) -> Response {
-        if let Some(answer) = reply.handshake {
-            return (status, [(header::CONTENT_TYPE, "application/json")], answer).into_response();
-        }
-        if let Some(ack) = reply.ack {
-            let mut response =
-                (status, [(header::CONTENT_TYPE, ack.content_type)], ack.body).into_response();
-            if reply.replayed {
-                response
-                    .headers_mut()
-                    .insert("idempotency-replayed", HeaderValue::from_static("true"));
-            }
-            return response;
-        }
-        let body = format!("{{\"error\":\"{}\"}}", reply.outcome.label());
-        let mut response =
-            (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
-        if matches!(reply.outcome, Outcome::Unavailable | Outcome::InFlight) {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, self.retry_after.clone());
-        }
-        if let Some(seconds) = reply.retry_after {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-        }
-        if reply.outcome == Outcome::BodyTimeout {
-            // The rest of the body is not read: the connection cannot carry another request.
-            response
-                .headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        }
-        response
+        reply.log(label, client, status, elapsed);
+        reply.render(status, &self.retry_after)
     }
 }
 
@@ -428,42 +355,5 @@ fn forward_outcome(answer: &Forwarded) -> Outcome {
         Forwarded::Duplicate { .. } => Outcome::Duplicate,
         Forwarded::Mismatch => Outcome::PayloadMismatch,
         Forwarded::InFlight => Outcome::InFlight,
-    }
-}
-
-fn log_request(
-    source: &str,
-    client: &ClientAddr,
-    reply: &Reply,
-    status: StatusCode,
-    elapsed: Duration,
-) {
-    let client = client.to_string();
-    let client = client.as_str();
-    let latency_ms = elapsed.as_secs_f64() * 1000.0;
-    let event_id = reply.event_id.as_deref().unwrap_or("");
-    let outcome = reply.outcome.label();
-    let status = status.as_u16();
-    let detail = reply.detail.as_deref().unwrap_or("");
-    // One line per request, at warn when the provider was not acknowledged (it will retry).
-    macro_rules! log_at {
-        ($level:ident, $message:literal) => {
-            tracing::$level!(
-                message = $message,
-                source,
-                client,
-                event_id,
-                events = reply.events,
-                outcome,
-                status,
-                latency_ms,
-                detail
-            )
-        };
-    }
-    if reply.outcome == Outcome::Unavailable {
-        log_at!(warn, "Webhook not acknowledged.");
-    } else {
-        log_at!(info, "Webhook handled.");
     }
 }

@@ -10,6 +10,7 @@ pub mod ingest;
 pub mod partitions;
 pub mod providers;
 mod ready_source;
+mod reply;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -6,6 +6,8 @@
 //! - [`config`]: typed settings, loaded from defaults, a TOML file and the environment. A leaf.
 //! - [`app`]: wires settings into a running application, one part at a time.
 //! - [`server`]: listeners, limits, timeouts, health, graceful shutdown.
+//! - [`access`]: who may call the webhook front: the client address through trusted proxies,
+//!   each source's allowlist and rate limit, and the per-client limit on rejected requests.
 //! - [`body`] and [`admission`]: what both fronts share at their door: bodies read within their
 //!   size, deadline and memory budget, then one pool of `max_in_flight` permits.
 //! - [`webhooks`]: the webhook front: the configured sources, one request's pipeline
@@ -27,6 +29,7 @@
 //! - [`signing`]: the keyed MACs and the Standard Webhooks signer both the front and the relay use.
 //! - [`util`]: a boxed future type and the wall clock.
 
+pub mod access;
 pub mod admission;
 pub mod app;
 pub mod body;

@@ -18,10 +18,15 @@ pub enum Outcome {
     Aborted,
     /// The body was not complete within `server.body_read_timeout`.
     BodyTimeout,
+    /// The client is not in the source's `allowed_ips`: 403, the body not read.
+    Forbidden,
+    /// The source's `rate_limit` (a verified delivery) or the client's `server.rejected_limit`
+    /// (before the body) is spent: 429 + `Retry-After`.
+    RateLimited,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 12] = [
+    pub const ALL: [Outcome; 14] = [
         Outcome::Forwarded,
         Outcome::Duplicate,
         Outcome::InFlight,
@@ -34,6 +39,8 @@ impl Outcome {
         Outcome::UnknownSource,
         Outcome::Aborted,
         Outcome::BodyTimeout,
+        Outcome::Forbidden,
+        Outcome::RateLimited,
     ];
 
     /// The metric label and the `error` field of rejection bodies.
@@ -51,6 +58,8 @@ impl Outcome {
             Outcome::UnknownSource => "unknown_source",
             Outcome::Aborted => "aborted",
             Outcome::BodyTimeout => "body_timeout",
+            Outcome::Forbidden => "forbidden",
+            Outcome::RateLimited => "rate_limited",
         }
     }
 

@@ -5,6 +5,7 @@
 //! imports nothing else of the crate. Checks that need another part (a provider's own keys) are
 //! that part's, run by `app::validate`.
 
+mod access;
 mod endpoints;
 mod error;
 mod live;
@@ -27,6 +28,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use access::{Cidr, Limit, Rate, MAX_BURST};
 pub use endpoints::{FRAMING_HEADERS, REDIS_TLS};
 pub use error::ConfigError;
 pub use live::{changes, Changes, LIVE_KEYS};

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ByteSize, ConfigError, HumanDuration, Secret, ABOVE_ZERO, MAX_TIMEOUT};
+use super::access::{check_limit, Limit};
+use super::values::one_or_many;
+use super::{ByteSize, Cidr, ConfigError, HumanDuration, Rate, Secret, ABOVE_ZERO, MAX_TIMEOUT};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -34,6 +36,17 @@ pub struct ServerSettings {
     pub shutdown_timeout: HumanDuration,
     /// Seconds sent in `Retry-After` with 503 and 409 answers.
     pub retry_after_secs: u32,
+    /// Peers (load balancers, ingress controllers) whose `X-Forwarded-For` and `Forwarded`
+    /// headers say who the client is; every other peer's are ignored.
+    #[serde(deserialize_with = "one_or_many")]
+    pub trusted_proxies: Vec<Cidr>,
+    /// Rejected webhook requests one client may send (a token bucket per client address);
+    /// beyond it, 429 before the body is read. Off when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejected_limit: Option<Rate>,
+    /// The bucket size of `rejected_limit` (a second's worth when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejected_limit_burst: Option<u32>,
 }
 
 impl Default for ServerSettings {
@@ -49,6 +62,9 @@ impl Default for ServerSettings {
             max_in_flight: 1024,
             shutdown_timeout: secs(20),
             retry_after_secs: 1,
+            trusted_proxies: Vec::new(),
+            rejected_limit: None,
+            rejected_limit_burst: None,
         }
     }
 }
@@ -209,7 +225,17 @@ impl ServerSettings {
             std::time::Duration::ZERO,
             MAX_TIMEOUT,
         )?;
+        self.rejected_requests_limit()?;
         Ok(())
+    }
+
+    /// `rejected_limit` with its burst, checked: the per-client bucket of rejected requests.
+    pub fn rejected_requests_limit(&self) -> Result<Option<Limit>, ConfigError> {
+        check_limit(
+            "server.rejected_limit",
+            self.rejected_limit.as_ref(),
+            self.rejected_limit_burst,
+        )
     }
 }
 

@@ -7,9 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use std::time::Duration;
 
+use super::access::{check_limit, Limit};
 use super::secret_file::SecretFile;
 use super::values::{one_or_many, HumanDuration, Secret, MAX_DEDUP_TTL, MAX_TOLERANCE};
-use super::ConfigError;
+use super::{Cidr, ConfigError, Rate};
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -84,6 +85,19 @@ pub struct SourceSettings {
     /// Generic: header holding the signed timestamp (unix seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamp_header: Option<String>,
+    /// The client addresses that may call this source (empty: any).
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub allowed_ips: Vec<Cidr>,
+    /// Verified deliveries this source accepts (a token bucket per replica); beyond it, 429.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<Rate>,
+    /// The bucket size of `rate_limit` (a second's worth when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit_burst: Option<u32>,
 }
 
 impl SourceSettings {
@@ -106,6 +120,7 @@ impl SourceSettings {
         if let Some(stream) = &self.stream {
             check_stream(name, stream)?;
         }
+        self.delivery_limit(name)?;
         self.check_partitions(name)
     }
 
@@ -131,6 +146,15 @@ impl SourceSettings {
             first += count;
         }
         format!("sources.{name}.secrets")
+    }
+
+    /// `rate_limit` with its burst, checked: the bucket of the source `name`'s deliveries.
+    pub fn delivery_limit(&self, name: &str) -> Result<Option<Limit>, ConfigError> {
+        check_limit(
+            &format!("sources.{name}.rate_limit"),
+            self.rate_limit.as_ref(),
+            self.rate_limit_burst,
+        )
     }
 
     /// The configured partition count (1 when absent).

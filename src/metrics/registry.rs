@@ -18,7 +18,9 @@ use crate::outcome::Outcome;
 
 /// Status codes the daemon answers on webhook routes, and those hyper and the router answer
 /// before the handler (405, 431); others (414) are registered on first use.
-const KNOWN_STATUSES: [u16; 12] = [200, 400, 401, 404, 405, 408, 409, 413, 422, 431, 500, 503];
+const KNOWN_STATUSES: [u16; 14] = [
+    200, 400, 401, 403, 404, 405, 408, 409, 413, 422, 429, 431, 500, 503,
+];
 
 /// Requests or events per coalesced script call.
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0];

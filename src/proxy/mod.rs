@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response};
 
+use crate::access::Networks;
 use crate::admission::Admission;
 use crate::body::{BodyError, BodyReader, ReceivedBody};
 use crate::config::{ConfigError, Settings};
@@ -151,7 +152,8 @@ impl Proxy {
             ledger: door.ledger,
             body: door.body,
             admission: door.admission,
-            upstream: Upstream::new(proxy, body_limit),
+            upstream: Upstream::new(proxy, body_limit)
+                .trusting(Networks::new(&settings.server.trusted_proxies)),
             claims: Claims::new(metrics.claims_held.clone()),
             metrics,
         })

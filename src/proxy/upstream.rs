@@ -5,10 +5,16 @@
 //! the body streamed — with three changes a proxy must make (RFC 9110, section 7.6):
 //! hop-by-hop headers (`Connection` and the headers it names, `Keep-Alive`, `Proxy-*`, `TE`,
 //! `Trailer`, `Transfer-Encoding`, `Upgrade`) are dropped in both directions, `Host` becomes the
-//! upstream's, and `X-Forwarded-For` / `-Proto` / `-Host` say who asked. The request body is cut
-//! off at `server.body_limit`.
+//! upstream's, and `X-Forwarded-For` / `-Proto` / `-Host` and `Forwarded` say who asked. The
+//! request body is cut off at `server.body_limit`.
+//!
+//! The forwarding headers are believed only from a peer in `server.trusted_proxies` (a load
+//! balancer in front): its `X-Forwarded-*`, `Forwarded` and `X-Real-IP` go on, with the peer
+//! appended to `X-Forwarded-For` (and to `Forwarded`, when it sent one), so that an upstream
+//! behind an HTTPS front still learns the client's scheme and host. Any other peer's are dropped
+//! and replaced by what hookonce saw itself: the peer, `http`, and the `Host` it was sent.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -20,6 +26,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
+use crate::access::Networks;
 use crate::config::ProxySettings;
 
 /// Idle pooled connections are closed after this long; below common upstream keep-alive
@@ -47,6 +54,8 @@ pub struct Upstream {
     base: String,
     timeout: Duration,
     body_limit: usize,
+    /// Peers whose forwarding headers are passed on (`server.trusted_proxies`).
+    trusted: Networks,
 }
 
 impl Upstream {
@@ -70,7 +79,13 @@ impl Upstream {
             base: settings.upstream.trim_end_matches('/').to_owned(),
             timeout: settings.upstream_timeout.0,
             body_limit,
+            trusted: Networks::default(),
         }
+    }
+
+    /// The same client, passing on the forwarding headers of peers in `trusted`.
+    pub fn trusting(self, trusted: Networks) -> Self {
+        Self { trusted, ..self }
     }
 
     /// `upstream_timeout`.
@@ -78,8 +93,8 @@ impl Upstream {
         self.timeout
     }
 
-    /// Rewrites a received request's head for the upstream: URI, `Host`, hop-by-hop headers and
-    /// `X-Forwarded-*`.
+    /// Rewrites a received request's head for the upstream: URI, `Host`, hop-by-hop headers,
+    /// `X-Forwarded-*` and `Forwarded`.
     pub fn prepare(&self, parts: &mut request::Parts, peer: SocketAddr) -> Result<(), String> {
         let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         parts.uri = format!("{}{path_and_query}", self.base)
@@ -89,12 +104,21 @@ impl Upstream {
         let headers = &mut parts.headers;
         strip_hop_by_hop(headers);
         let host = headers.remove(header::HOST);
+        let peer = peer.ip().to_canonical();
+        let trusted = self.trusted.contains(peer);
+        if !trusted {
+            drop_forwarding(headers);
+        }
         forwarded_for(headers, peer);
-        headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
-        match host {
-            Some(host) => headers.insert("x-forwarded-host", host),
-            None => headers.remove("x-forwarded-host"),
-        };
+        if !headers.contains_key("x-forwarded-proto") {
+            headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+        }
+        if let (false, Some(host)) = (headers.contains_key("x-forwarded-host"), host) {
+            headers.insert("x-forwarded-host", host);
+        }
+        if trusted && headers.contains_key(header::FORWARDED) {
+            append_forwarded(headers, peer);
+        }
         Ok(())
     }
 
@@ -116,22 +140,56 @@ impl Upstream {
     }
 }
 
-/// Appends the peer to `X-Forwarded-For` (a list that proxies before us may have started).
-fn forwarded_for(headers: &mut HeaderMap, peer: SocketAddr) {
-    let peer = peer.ip().to_string();
+/// Removes what an untrusted peer said about earlier hops: every `X-Forwarded-*`, `Forwarded`
+/// and `X-Real-IP` header.
+fn drop_forwarding(headers: &mut HeaderMap) {
+    let doomed: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| {
+            let name = name.as_str();
+            name.starts_with("x-forwarded-") || name == "forwarded" || name == "x-real-ip"
+        })
+        .cloned()
+        .collect();
+    for name in doomed {
+        headers.remove(name);
+    }
+}
+
+/// Appends `item` to the list header `name`, its earlier lines joined into one.
+fn append_to_list(headers: &mut HeaderMap, name: HeaderName, item: &str) {
     let earlier: Vec<&str> = headers
-        .get_all("x-forwarded-for")
+        .get_all(&name)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .collect();
     let list = if earlier.is_empty() {
-        peer
+        item.to_owned()
     } else {
-        format!("{}, {peer}", earlier.join(", "))
+        format!("{}, {item}", earlier.join(", "))
     };
     if let Ok(value) = HeaderValue::from_str(&list) {
-        headers.insert("x-forwarded-for", value);
+        headers.insert(name, value);
     }
+}
+
+/// Appends the peer to `X-Forwarded-For` (a list that trusted proxies before us may have
+/// started).
+fn forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
+    append_to_list(
+        headers,
+        HeaderName::from_static("x-forwarded-for"),
+        &peer.to_string(),
+    );
+}
+
+/// Appends the peer's element to `Forwarded` (RFC 7239: an IPv6 node quoted, in brackets).
+fn append_forwarded(headers: &mut HeaderMap, peer: IpAddr) {
+    let element = match peer {
+        IpAddr::V4(v4) => format!("for={v4}"),
+        IpAddr::V6(v6) => format!("for=\"[{v6}]\""),
+    };
+    append_to_list(headers, header::FORWARDED, &element);
 }
 
 fn has_cause<E: std::error::Error + 'static>(error: &(dyn std::error::Error + 'static)) -> bool {
@@ -222,28 +280,90 @@ mod tests {
         assert_eq!(headers["idempotency-key"], "\"k1\"");
     }
 
-    #[test]
-    fn requests_are_rewritten_for_the_upstream() {
+    fn forwarded_request() -> request::Parts {
+        Request::post("/v1/orders?x=1&y")
+            .header("host", "api.example.com")
+            .header("x-forwarded-for", "203.0.113.7")
+            .header("x-forwarded-proto", "https")
+            .header("x-forwarded-host", "shop.example.com")
+            .header("x-forwarded-port", "443")
+            .header("x-real-ip", "203.0.113.7")
+            .header("forwarded", "for=203.0.113.7;proto=https")
+            .header("connection", "close")
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0
+    }
+
+    fn upstream() -> Upstream {
         let settings = ProxySettings {
             upstream: "http://orders:3000/base/".to_owned(),
             ..ProxySettings::default()
         };
-        let upstream = Upstream::new(&settings, 1024);
-        let (mut parts, ()) = Request::post("/v1/orders?x=1&y")
-            .header("host", "api.example.com")
-            .header("x-forwarded-for", "203.0.113.7")
-            .header("connection", "close")
-            .body(())
-            .unwrap()
-            .into_parts();
-        upstream
-            .prepare(&mut parts, ([192, 0, 2, 1], 5000).into())
-            .unwrap();
+        let trusted = crate::config::Cidr::parse("192.0.2.0/24").unwrap();
+        Upstream::new(&settings, 1024).trusting(Networks::new(&[trusted]))
+    }
+
+    #[test]
+    fn an_untrusted_peers_forwarding_headers_are_replaced_by_what_hookonce_saw() {
+        let mut parts = forwarded_request();
+        let peer = ([198, 51, 100, 1], 5000).into();
+        upstream().prepare(&mut parts, peer).unwrap();
         assert_eq!(parts.uri, "http://orders:3000/base/v1/orders?x=1&y");
         let headers = &parts.headers;
         assert!(headers.get("host").is_none() && headers.get("connection").is_none());
-        assert_eq!(headers["x-forwarded-for"], "203.0.113.7, 192.0.2.1");
+        assert_eq!(headers["x-forwarded-for"], "198.51.100.1");
         assert_eq!(headers["x-forwarded-host"], "api.example.com");
         assert_eq!(headers["x-forwarded-proto"], "http");
+        for dropped in ["x-forwarded-port", "x-real-ip", "forwarded"] {
+            assert!(headers.get(dropped).is_none(), "{dropped}");
+        }
+    }
+
+    #[test]
+    fn a_trusted_peers_forwarding_headers_are_kept_and_appended_to() {
+        let mut parts = forwarded_request();
+        upstream()
+            .prepare(&mut parts, ([192, 0, 2, 1], 5000).into())
+            .unwrap();
+        let headers = &parts.headers;
+        assert_eq!(headers["x-forwarded-for"], "203.0.113.7, 192.0.2.1");
+        assert_eq!(headers["x-forwarded-host"], "shop.example.com");
+        assert_eq!(headers["x-forwarded-proto"], "https");
+        assert_eq!(headers["x-forwarded-port"], "443");
+        assert_eq!(headers["x-real-ip"], "203.0.113.7");
+        assert_eq!(
+            headers["forwarded"],
+            "for=203.0.113.7;proto=https, for=192.0.2.1"
+        );
+        // A trusted peer that says nothing gets what hookonce saw.
+        let (mut bare, ()) = Request::post("/")
+            .header("host", "api.example.com")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let v6_trusted = crate::config::Cidr::parse("2001:db8::/32").unwrap();
+        let settings = ProxySettings {
+            upstream: "http://orders:3000".to_owned(),
+            ..ProxySettings::default()
+        };
+        let v6 = Upstream::new(&settings, 1024).trusting(Networks::new(&[v6_trusted]));
+        let peer: IpAddr = "2001:db8::7".parse().unwrap();
+        v6.prepare(&mut bare, (peer, 5000).into()).unwrap();
+        assert_eq!(bare.headers["x-forwarded-for"], "2001:db8::7");
+        assert_eq!(bare.headers["x-forwarded-proto"], "http");
+        assert_eq!(bare.headers["x-forwarded-host"], "api.example.com");
+        assert!(bare.headers.get("forwarded").is_none());
+        let mut with_forwarded = bare.clone();
+        with_forwarded
+            .headers
+            .insert("forwarded", HeaderValue::from_static("for=203.0.113.9"));
+        v6.prepare(&mut with_forwarded, (peer, 5000).into())
+            .unwrap();
+        assert_eq!(
+            with_forwarded.headers["forwarded"],
+            "for=203.0.113.9, for=\"[2001:db8::7]\""
+        );
     }
 }

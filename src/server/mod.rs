@@ -69,13 +69,18 @@ pub fn metrics_router(app: Arc<App>) -> Router {
 
 async fn webhook(
     State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     source: Result<Path<String>, PathRejection>,
     request: Request<Body>,
 ) -> Response {
     // A name that does not decode (`/webhooks/%FF`) names no configured source.
     let source = source.map(|Path(name)| name).unwrap_or_default();
     let (parts, body) = request.into_parts();
-    let received = match app.ingest.receive(source, parts.headers, body).await {
+    let received = match app
+        .ingest
+        .receive(source, peer.ip(), parts.headers, body)
+        .await
+    {
         Ok(received) => received,
         Err(answered) => return answered,
     };

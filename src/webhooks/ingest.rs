@@ -1,28 +1,33 @@
 //! One request's pipeline, and the one place where outcomes become HTTP answers
 //! (docs/design.md, "Outcomes and status codes").
 //!
-//! body (bounded: [`crate::body`]) → admission (the server's) → provider verification over the
-//! raw bytes → forward each event → acknowledge. Every request ends in exactly one [`Reply`]: it
+//! source → who may call (the client's address against the source's `allowed_ips`, then the
+//! client's allowance of rejected requests: [`crate::access`]) → body (bounded:
+//! [`crate::body`]) → admission (the server's) → provider verification over the raw bytes → the
+//! source's `rate_limit` → forward each event → acknowledge. Every request ends in exactly one [`Reply`]: it
 //! is counted, logged once and turned into a response here, whichever step it stopped at.
 //! Requests refused before they reach this pipeline (by hyper or the router) are counted here too,
 //! by [`Ingest::refused`].
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
+use axum::response::Response;
 
+use super::reply::Reply;
 use super::{LiveSource, Source};
+use crate::access::{ClientAddr, Gate};
 use crate::body::{BodyError, BodyReader, ReceivedBody};
 use crate::forward::{Delivery, Forwarded, Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics, UNKNOWN_SOURCE};
 use crate::outcome::Outcome;
 use crate::util::{error_chain, unix_ms};
-use crate::webhooks::providers::{Ack, RawRequest, Verified, VerifiedEvent, VerifyError};
+use crate::webhooks::providers::{RawRequest, Verified, VerifiedEvent, VerifyError};
 
 /// The request pipeline shared by every connection.
 pub struct Ingest {
@@ -34,40 +39,20 @@ pub struct Ingest {
     body: Arc<BodyReader>,
     request_timeout: Duration,
     retry_after: HeaderValue,
+    /// Trusted proxies and the clients' rejected requests; a reload replaces it.
+    gate: ArcSwap<Gate>,
 }
 
 /// A request whose body is in, waiting to be admitted and handled.
 pub struct Received {
     source: String,
+    client: ClientAddr,
+    /// The source's live part as the request found it: it finishes on this one, whatever a
+    /// reload swaps in meanwhile.
+    live: Arc<LiveSource>,
     headers: HeaderMap,
     body: ReceivedBody,
     started: Instant,
-}
-
-/// How a request ended: the outcome that speaks for it, and what to send back.
-struct Reply {
-    outcome: Outcome,
-    ack: Option<Ack>,
-    replayed: bool,
-    /// A handshake answer (Slack's url_verification) sent instead of an acknowledgement.
-    handshake: Option<Bytes>,
-    event_id: Option<String>,
-    events: usize,
-    detail: Option<String>,
-}
-
-impl Reply {
-    fn rejected(outcome: Outcome, detail: impl ToString) -> Self {
-        Self {
-            outcome,
-            ack: None,
-            replayed: false,
-            handshake: None,
-            event_id: None,
-            events: 0,
-            detail: Some(detail.to_string()),
-        }
-    }
 }
 
 impl Ingest {
@@ -89,12 +74,24 @@ impl Ingest {
             body,
             request_timeout,
             retry_after: HeaderValue::from(retry_after_secs),
+            gate: ArcSwap::from_pointee(Gate::default()),
         }
     }
 
     /// The configured source `name`.
     pub fn source(&self, name: &str) -> Option<&Source> {
         self.sources.get(name)
+    }
+
+    /// The same pipeline behind `gate` (trusted proxies, the clients' rejected requests).
+    pub fn with_gate(self, gate: Gate) -> Self {
+        self.gate.store(Arc::new(gate));
+        self
+    }
+
+    /// Replaces the gate (a reload); requests already past it are not charged twice.
+    pub fn swap_gate(&self, gate: Gate) {
+        self.gate.store(Arc::new(gate));
     }
 
     /// Where a configured source's events go.
@@ -106,38 +103,68 @@ impl Ingest {
         &self.forwarder
     }
 
-    /// The first step of `POST /webhooks/{source}`: the source and the whole body. A request
-    /// that ends here (an unknown source, a body too large, too slow, cut short or over the memory
-    /// budget) is answered and counted here, without ever being admitted.
+    /// The first step of `POST /webhooks/{source}` from the socket peer `peer`: the source, who
+    /// may call it, and the whole body. A request that ends here (an unknown source, a client not
+    /// allowed or over its rejected requests, a body too large, too slow, cut short or over the
+    /// memory budget) is answered and counted here, without ever being admitted; the refusals
+    /// before the body leave it unread (the server's lingering close drains it).
     pub async fn receive(
         &self,
         source: String,
+        peer: IpAddr,
         headers: HeaderMap,
         body: Body,
     ) -> Result<Received, Response> {
         let started = Instant::now();
-        if !self.sources.contains_key(&source) {
+        let gate = self.gate.load();
+        let client = gate.client(peer, &headers);
+        let Some(known) = self.sources.get(&source) else {
             let reply = Reply::rejected(Outcome::UnknownSource, "no such source");
-            return Err(self.finish(&source, reply, started));
+            return Err(self.conclude(&client, &source, reply, started));
+        };
+        let live = known.live.load_full();
+        if !live.access.admits(&client) {
+            let detail = format!("client {client} is not in sources.{source}.allowed_ips");
+            let reply = Reply::rejected(Outcome::Forbidden, detail);
+            return Err(self.conclude(&client, &source, reply, started));
+        }
+        if let Err(wait) = gate.check(&client) {
+            let detail = format!("client {client} is over server.rejected_limit");
+            return Err(self.conclude(&client, &source, Reply::limited(wait, detail), started));
         }
         match self.body.read(&headers, body).await {
             Ok(body) => Ok(Received {
                 source,
+                client,
+                live,
                 headers,
                 body,
                 started,
             }),
             Err(error) => {
                 let reply = Reply::rejected(body_outcome(&error), error_chain(&error));
-                Err(self.finish(&source, reply, started))
+                Err(self.conclude(&client, &source, reply, started))
             }
         }
+    }
+
+    /// Charges `client` for a request that ended in a rejection (see [`crate::access::charges`]),
+    /// then counts, logs and renders it.
+    fn conclude(
+        &self,
+        client: &ClientAddr,
+        source: &str,
+        reply: Reply,
+        started: Instant,
+    ) -> Response {
+        self.gate.load().settle(client, reply.outcome);
+        self.finish(source, client, reply, started)
     }
 
     /// Answers a received request that could not be admitted (too many in flight).
     pub fn overloaded(&self, request: Received) -> Response {
         let reply = Reply::rejected(Outcome::Unavailable, "too many requests in flight");
-        self.finish(&request.source, reply, request.started)
+        self.finish(&request.source, &request.client, reply, request.started)
     }
 
     /// The rest of an admitted request, within what is left of `server.request_timeout`.
@@ -149,7 +176,7 @@ impl Ingest {
             Ok(reply) => reply,
             Err(_) => Reply::rejected(Outcome::Unavailable, "request timed out"),
         };
-        self.finish(&request.source, reply, request.started)
+        self.conclude(&request.client, &request.source, reply, request.started)
     }
 
     /// Counts (and logs) a request that hyper or the router refused before it reached
@@ -172,8 +199,9 @@ impl Ingest {
         let Some(source) = self.sources.get(&received.source) else {
             return Reply::rejected(Outcome::UnknownSource, "no such source");
         };
-        // Loaded once: a reload that swaps the provider mid-request does not change this one's.
-        let live = source.live.load_full();
+        // Loaded once, at `receive`: a reload that swaps the provider mid-request does not change
+        // this one's.
+        let live = &received.live;
         let headers = &received.headers;
         let received_at_ms = unix_ms();
         let request = RawRequest {
@@ -192,6 +220,7 @@ impl Ingest {
                     event_id: None,
                     events: 0,
                     detail: Some("handshake answered".to_owned()),
+                    retry_after: None,
                 }
             }
             Err(error) => return Reply::rejected(verify_outcome(&error), error),
@@ -199,10 +228,15 @@ impl Ingest {
         if events.is_empty() {
             return Reply::rejected(Outcome::Malformed, "request carries no event");
         }
+        // Only now, verified: a forged delivery must not spend the source's allowance.
+        if let Err(wait) = live.access.take_delivery() {
+            let detail = format!("over sources.{}.rate_limit", received.source);
+            return Reply::limited(wait, detail);
+        }
         let content_type = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok());
-        self.forward_events(source, &live, &events, received_at_ms, content_type)
+        self.forward_events(source, live, &events, received_at_ms, content_type)
             .await
     }
 
@@ -266,11 +300,12 @@ impl Ingest {
             event_id: Some(events[0].event_id().to_owned()),
             events: events.len(),
             detail,
+            retry_after: None,
         }
     }
 
     /// Counts, logs and renders one finished request.
-    fn finish(&self, name: &str, reply: Reply, started: Instant) -> Response {
+    fn finish(&self, name: &str, client: &ClientAddr, reply: Reply, started: Instant) -> Response {
         let status = status_of(reply.outcome);
         let (label, metrics) = match self.sources.get(name) {
             Some(source) => (name, &source.metrics),
@@ -288,39 +323,8 @@ impl Ingest {
             status.as_u16(),
             elapsed.as_secs_f64(),
         );
-        log_request(label, &reply, status, elapsed);
-        self.render(reply, status)
-    }
-
-    fn render(&self, reply: Reply, status: StatusCode) -> Response {
-        if let Some(answer) = reply.handshake {
-            return (status, [(header::CONTENT_TYPE, "application/json")], answer).into_response();
-        }
-        if let Some(ack) = reply.ack {
-            let mut response =
-                (status, [(header::CONTENT_TYPE, ack.content_type)], ack.body).into_response();
-            if reply.replayed {
-                response
-                    .headers_mut()
-                    .insert("idempotency-replayed", HeaderValue::from_static("true"));
-            }
-            return response;
-        }
-        let body = format!("{{\"error\":\"{}\"}}", reply.outcome.label());
-        let mut response =
-            (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
-        if matches!(reply.outcome, Outcome::Unavailable | Outcome::InFlight) {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, self.retry_after.clone());
-        }
-        if reply.outcome == Outcome::BodyTimeout {
-            // The rest of the body is not read: the connection cannot carry another request.
-            response
-                .headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        }
-        response
+        reply.log(label, client, status, elapsed);
+        reply.render(status, &self.retry_after)
     }
 }
 
@@ -339,6 +343,8 @@ pub fn status_of(outcome: Outcome) -> StatusCode {
         Outcome::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         Outcome::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         Outcome::UnknownSource => StatusCode::NOT_FOUND,
+        Outcome::Forbidden => StatusCode::FORBIDDEN,
+        Outcome::RateLimited => StatusCode::TOO_MANY_REQUESTS,
     }
 }
 
@@ -371,33 +377,5 @@ fn forward_outcome(answer: &Forwarded) -> Outcome {
         Forwarded::Duplicate { .. } => Outcome::Duplicate,
         Forwarded::Mismatch => Outcome::PayloadMismatch,
         Forwarded::InFlight => Outcome::InFlight,
-    }
-}
-
-fn log_request(source: &str, reply: &Reply, status: StatusCode, elapsed: Duration) {
-    let latency_ms = elapsed.as_secs_f64() * 1000.0;
-    let event_id = reply.event_id.as_deref().unwrap_or("");
-    let outcome = reply.outcome.label();
-    let status = status.as_u16();
-    let detail = reply.detail.as_deref().unwrap_or("");
-    // One line per request, at warn when the provider was not acknowledged (it will retry).
-    macro_rules! log_at {
-        ($level:ident, $message:literal) => {
-            tracing::$level!(
-                message = $message,
-                source,
-                event_id,
-                events = reply.events,
-                outcome,
-                status,
-                latency_ms,
-                detail
-            )
-        };
-    }
-    if reply.outcome == Outcome::Unavailable {
-        log_at!(warn, "Webhook not acknowledged.");
-    } else {
-        log_at!(info, "Webhook handled.");
     }
 }

@@ -10,10 +10,12 @@ pub mod ingest;
 pub mod partitions;
 pub mod providers;
 mod ready_source;
+mod reply;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::access::{Gate, SourceAccess};
 use crate::body::BodyReader;
 use crate::config::{ConfigError, Settings, SourceSettings};
 use crate::forward::{Forwarder, Target};
@@ -49,30 +51,38 @@ impl LiveSource {
     pub fn build(name: &str, source: &SourceSettings) -> Result<Self, ConfigError> {
         Ok(Self {
             provider: providers::build(name, source)?,
+            access: SourceAccess::from_settings(name, source)?,
         })
     }
 }
 
-/// The live part of every source, built from reloaded settings and not yet applied: a reload
-/// builds all of them first, so that one invalid source refuses the whole set.
-pub struct PreparedSources(HashMap<String, LiveSource>);
+/// The live part of every source and the gate, built from reloaded settings and not yet
+/// applied: a reload builds all of them first, so that one invalid source refuses the whole set.
+pub struct PreparedSources {
+    sources: HashMap<String, LiveSource>,
+    gate: Gate,
+}
 
 impl PreparedSources {
-    /// Builds each configured source's live part from `settings`.
+    /// Builds each configured source's live part, and the gate, from `settings`.
     pub fn build(settings: &Settings) -> Result<Self, ConfigError> {
-        settings
+        let sources = settings
             .sources
             .iter()
             .map(|(name, source)| Ok((name.clone(), LiveSource::build(name, source)?)))
-            .collect::<Result<_, ConfigError>>()
-            .map(Self)
+            .collect::<Result<_, ConfigError>>()?;
+        Ok(Self {
+            sources,
+            gate: Gate::from_settings(&settings.server)?,
+        })
     }
 
-    /// Swaps every source's live part; requests in flight finish on the one they loaded. A
-    /// source the running pipeline does not know is skipped (a reload that adds sources is
-    /// refused before it gets here).
+    /// Swaps every source's live part and the gate; requests in flight finish on what they
+    /// loaded. A source the running pipeline does not know is skipped (a reload that adds
+    /// sources is refused before it gets here).
     pub fn apply(self, ingest: &Ingest) {
-        for (name, live) in self.0 {
+        ingest.swap_gate(self.gate);
+        for (name, live) in self.sources {
             if let Some(source) = ingest.source(&name) {
                 source.live.store(Arc::new(live));
             }
@@ -103,6 +113,7 @@ impl Ingest {
             body,
             settings.server.request_timeout.0,
             settings.server.retry_after_secs,
-        ))
+        )
+        .with_gate(Gate::from_settings(&settings.server)?))
     }
 }

@@ -1,4 +1,5 @@
-//! One configured source as the pipeline serves it: its provider, its target and its metrics.
+//! One configured source as the pipeline serves it: its provider, its target, its metrics and
+//! who may call it.
 //! Its own file below the façade, so that the pipeline (`ingest.rs`) can import it without
 //! importing the module that builds the sources.
 
@@ -7,6 +8,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use super::providers::Provider;
+use crate::access::SourceAccess;
 use crate::forward::Target;
 use crate::metrics::SourceMetrics;
 
@@ -20,9 +22,12 @@ pub struct Source {
 }
 
 /// The part of a source that a reload (`SIGHUP`) may change: its provider, which holds the
-/// secrets and the timestamp tolerance.
+/// secrets and the timestamp tolerance, and who may call it (a reload starts its delivery
+/// bucket full).
 pub struct LiveSource {
     pub provider: Arc<dyn Provider>,
+    /// Its allowlist and delivery rate limit.
+    pub access: SourceAccess,
 }
 
 impl Source {

@@ -1,6 +1,7 @@
 //! The integration suite, one test binary: real daemons over loopback against real
 //! redis-server and nats-server processes. Each module is one topic; `support` is the harness.
 
+mod access;
 mod architecture;
 mod behaviour;
 mod body_dedup;

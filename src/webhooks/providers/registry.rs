@@ -151,6 +151,9 @@ pub(super) const COMMON_KEYS: &[&str] = &[
     "body_dedup",
     "partitions",
     "repartition",
+    "allowed_ips",
+    "rate_limit",
+    "rate_limit_burst",
 ];
 
 /// Rejects any configured provider-specific key that is not in `used`, naming it.

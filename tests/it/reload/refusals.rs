@@ -189,3 +189,52 @@ async fn a_reload_replaces_a_relay_routes_token_and_signing_secret() {
     }
     assert!(!daemon.logs().contains("first-token"));
 }
+
+/// `allowed_ips` and `server.trusted_proxies` change on a reload: a client refused (403) before
+/// is let in after, and refused again once the allowlist shrinks back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_changes_who_may_call() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let text = |allowed: &str| {
+        format!(
+            "[store]\nbackend = \"redis\"\nredis_url = \"{}\"\n\
+             [server]\ntrusted_proxies = [\"127.0.0.1\"]\n\
+             [sources.gh]\nprovider = \"github\"\nsecrets = [\"gh_old\"]\nallowed_ips = [{allowed}]\n",
+            redis.url()
+        )
+    };
+    let config = config_file(dir.path(), &text("\"192.0.2.0/24\""));
+    let daemon = Daemon::spawn(&config, dir.path(), &[]).await;
+    let signer = provider("gh", &source("github", "gh_old"));
+    let from = |client: &'static str, id: &'static str| {
+        let signer = std::sync::Arc::clone(&signer);
+        let url = daemon.url("/webhooks/gh");
+        async move {
+            let body = format!(r#"{{"id":"{id}"}}"#).into_bytes();
+            let mut request = reqwest::Client::new()
+                .post(url)
+                .header("x-forwarded-for", client)
+                .body(body.clone());
+            for (name, value) in signer.sign(&body, &with_id(id)) {
+                request = request.header(name, value);
+            }
+            request.send().await.unwrap().status().as_u16()
+        }
+    };
+    assert_eq!(from("192.0.2.9", "a-1").await, 200);
+    assert_eq!(from("198.51.100.7", "a-2").await, 403);
+
+    replace(&config, &text("\"192.0.2.0/24\", \"198.51.100.0/24\""));
+    hangup(&daemon, "applied", 1.0).await;
+    assert_eq!(from("198.51.100.7", "a-3").await, 200);
+
+    replace(&config, &text("\"192.0.2.0/24\""));
+    hangup(&daemon, "applied", 2.0).await;
+    assert_eq!(from("198.51.100.7", "a-4").await, 403);
+    assert!(
+        daemon.logs().contains("changed=sources.gh.allowed_ips"),
+        "{}",
+        daemon.logs()
+    );
+}

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub use hookonce::config::{
-    ByteSize, HumanDuration, ProxySettings, Secret, ServiceUrl, Settings, SinkKind, SinkSettings,
-    SourceSettings,
+    ByteSize, Cidr, HumanDuration, ProxySettings, Rate, Secret, ServiceUrl, Settings, SinkKind,
+    SinkSettings, SourceSettings,
 };
 
 /// Secrets used by the default sources.

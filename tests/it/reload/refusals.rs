@@ -232,9 +232,9 @@ async fn a_reload_changes_who_may_call() {
     replace(&config, &text("\"192.0.2.0/24\""));
     hangup(&daemon, "applied", 2.0).await;
     assert_eq!(from("198.51.100.7", "a-4").await, 403);
+    let logs = daemon.logs();
     assert!(
-        daemon.logs().contains("changed=sources.gh.allowed_ips"),
-        "{}",
-        daemon.logs()
+        logs.contains(r#""changed":"sources.gh.allowed_ips""#),
+        "{logs}"
     );
 }

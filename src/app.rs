@@ -17,7 +17,7 @@ use crate::forward;
 use crate::ledger::{self, Ledger};
 use crate::metrics::Metrics;
 use crate::proxy::{self, Proxy};
-use crate::relay::{self, Relay, RelayError};
+use crate::relay::{self, Relay, RelayError, RouteCredentials};
 use crate::store::{self, RedisStartError, RedisStore};
 use crate::webhooks::{self, Ingest};
 
@@ -37,6 +37,8 @@ pub struct App {
     pub proxies: Vec<Arc<Proxy>>,
     /// The relay (`relay.enabled`), until `spawn_background_tasks` starts it.
     relay: std::sync::Mutex<Option<Relay>>,
+    /// The relay's route credentials, which a reload replaces (empty without a relay).
+    relay_credentials: RouteCredentials,
     /// Tells the relay and the trimmer to stop (`stop_relay`).
     stop: watch::Sender<bool>,
     relay_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -107,8 +109,10 @@ impl App {
             (Some(store), true) => Some(Relay::build(&settings, store.clone(), &metrics).await?),
             _ => None,
         };
+        let relay_credentials = relay.as_ref().map(Relay::credentials).unwrap_or_default();
         Ok(Self {
             relay: std::sync::Mutex::new(relay),
+            relay_credentials,
             stop: watch::channel(false).0,
             relay_task: std::sync::Mutex::new(None),
             proxies,
@@ -119,6 +123,11 @@ impl App {
             ledger,
             redis,
         })
+    }
+
+    /// The relay's route credentials, for a reload to replace.
+    pub fn relay_credentials(&self) -> RouteCredentials {
+        self.relay_credentials.clone()
     }
 
     /// The proxy configured as `[proxies.<name>]`.

@@ -41,6 +41,7 @@ mod property;
 pub mod provider_defaults;
 pub mod proxy;
 pub mod relay;
+pub mod reload;
 pub mod server;
 pub mod signing;
 pub mod sinks;

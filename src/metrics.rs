@@ -16,5 +16,5 @@ mod relay;
 
 pub use names::*;
 pub use proxy::{CompletionFailure, ProxyMetrics};
-pub use registry::{BodyGauges, Metrics, SourceMetrics};
+pub use registry::{BodyGauges, Metrics, ReloadMetrics, SourceMetrics};
 pub use relay::RelayMetrics;

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use hookonce::app::{self, App};
-use hookonce::config::{self, Settings, StoreBackend};
+use hookonce::config::{self, StoreBackend};
+use hookonce::reload::Reloader;
 use hookonce::server::{self, Listeners};
 
 /// jemalloc instead of glibc's malloc: request bodies are larger than glibc's per-thread cache,
@@ -107,13 +108,18 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let settings = load_settings(cli.config.as_deref())?;
+    let origin = match cli.config.as_deref() {
+        Some(path) => config::Origin::File(path.to_owned()),
+        None => config::Origin::Embedded(DEFAULT_CONFIG),
+    };
+    let loaded = load_settings(&origin)?;
+    let settings = loaded.settings.clone();
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             // Held until serve returns, so that the last log lines are written before exit.
             let _log_writer =
                 logging::init(cli.log_format, &settings).context("cannot start logging")?;
-            serve(settings)
+            serve(origin, loaded)
         }
         Command::CheckConfig => {
             print!("{}", settings.to_redacted_toml());
@@ -141,21 +147,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Relay => {
             let _log_writer =
                 logging::init(cli.log_format, &settings).context("cannot start logging")?;
-            relay::run_relay(settings)
+            relay::run_relay(origin, loaded)
         }
         Command::Dlq(command) => relay::dlq(&settings, &command),
         Command::Redeliver(args) => relay::redeliver(&settings, &args),
     }
 }
 
-fn load_settings(path: Option<&std::path::Path>) -> anyhow::Result<Settings> {
-    let settings = match path {
-        Some(path) => config::load(Some(path)),
-        None => config::load_with_base(DEFAULT_CONFIG),
-    }
-    .context("invalid configuration")?;
-    app::validate(&settings).context("invalid configuration")?;
-    Ok(settings)
+fn load_settings(origin: &config::Origin) -> anyhow::Result<config::Loaded> {
+    let loaded = origin.load().context("invalid configuration")?;
+    app::validate(&loaded.settings).context("invalid configuration")?;
+    Ok(loaded)
 }
 
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -165,7 +167,8 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-fn serve(settings: Settings) -> anyhow::Result<ExitCode> {
+fn serve(origin: config::Origin, loaded: config::Loaded) -> anyhow::Result<ExitCode> {
+    let config::Loaded { settings, tree } = loaded;
     runtime()?.block_on(async move {
         if settings.store.backend == StoreBackend::Memory {
             tracing::warn!(
@@ -176,6 +179,9 @@ fn serve(settings: Settings) -> anyhow::Result<ExitCode> {
             .await
             .context("cannot bind the listeners")?;
         let app = Arc::new(App::build(settings).await?);
+        Reloader::for_app(origin, tree, Arc::clone(&app))
+            .spawn()
+            .context("cannot listen for SIGHUP")?;
         app.spawn_background_tasks();
         tracing::info!(
             message = "Listening.",

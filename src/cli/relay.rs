@@ -5,9 +5,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use hookonce::config::{Settings, StoreBackend};
+use hookonce::config::{Loaded, Origin, Settings, StoreBackend};
 use hookonce::metrics::Metrics;
 use hookonce::relay::{self, dlq, Relay};
+use hookonce::reload::Reloader;
 use hookonce::store::{self, RedisStore};
 
 use crate::runtime;
@@ -70,7 +71,8 @@ fn needs_redis(settings: &Settings) -> anyhow::Result<()> {
 }
 
 /// Runs the relay whatever `relay.enabled` says; serves `/metrics` on `server.metrics_listen`.
-pub(crate) fn run_relay(settings: Settings) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_relay(origin: Origin, loaded: Loaded) -> anyhow::Result<ExitCode> {
+    let Loaded { settings, tree } = loaded;
     needs_redis(&settings)?;
     runtime()?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(settings.server.metrics_listen)
@@ -81,6 +83,9 @@ pub(crate) fn run_relay(settings: Settings) -> anyhow::Result<ExitCode> {
             .context("the relay needs the Redis store")?;
         let metrics = Metrics::new();
         let relay = Relay::build(&settings, store.clone(), &metrics).await?;
+        Reloader::for_relay(origin, tree, relay.credentials(), metrics.reloads())
+            .spawn()
+            .context("cannot listen for SIGHUP")?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
         relay::trim::spawn(&settings, store, stopped);
         tracing::info!(

@@ -7,12 +7,14 @@
 
 mod endpoints;
 mod error;
+mod live;
 mod names;
 #[cfg(test)]
 mod property_tests;
 mod proxy;
 mod redact;
 mod relay;
+mod secret_file;
 mod sections;
 mod sink;
 mod source;
@@ -21,21 +23,23 @@ mod topology;
 mod values;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 pub use endpoints::{FRAMING_HEADERS, REDIS_TLS};
 pub use error::ConfigError;
+pub use live::{changes, Changes, LIVE_KEYS};
 use names::validate_name;
 pub use proxy::ProxySettings;
 pub use redact::{is_credential_name, redact_url, REDACTED};
 pub use relay::{
     RelaySettings, RouteSettings, RouteStart, RESERVED_HEADERS, RESERVED_PREFIX, SIGNING_HEADERS,
 };
+pub use secret_file::SecretFile;
 pub use sections::{ServerSettings, ServiceUrl, StoreBackend, StoreSettings, StoreTopology};
 pub use sink::{SinkKind, SinkSettings, SinkTrim};
-pub use source::SourceSettings;
+pub use source::{SourceSettings, NO_SECRET};
 pub use values::{
     ByteSize, HumanDuration, Secret, ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE, MAX_TIMEOUT,
     MAX_TOLERANCE,
@@ -61,8 +65,43 @@ pub struct Settings {
     pub relay: RelaySettings,
 }
 
+/// Where a daemon's configuration comes from, kept so that a reload (`SIGHUP`) reads the same.
+#[derive(Debug, Clone)]
+pub enum Origin {
+    /// A TOML file, then the environment.
+    File(PathBuf),
+    /// The embedded default configuration, then the environment.
+    Embedded(&'static str),
+}
+
+impl Origin {
+    /// Loads (or, on a reload, loads again) the settings and their layered tree.
+    pub fn load(&self) -> Result<Loaded, ConfigError> {
+        match self {
+            Origin::File(path) => load_layered(Some(path)),
+            Origin::Embedded(text) => {
+                let builder = config::Config::builder()
+                    .add_source(config::File::from_str(text, config::FileFormat::Toml));
+                finish(builder, Some(environment()), None)
+            }
+        }
+    }
+}
+
+/// Loaded settings with the layered tree they were read from: what a reload compares key by key
+/// ([`changes`]), values included, without ever showing them.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub settings: Settings,
+    pub tree: serde_json::Value,
+}
+
 /// Loads the layered configuration: defaults, then `file` (if any), then the environment.
 pub fn load(file: Option<&Path>) -> Result<Settings, ConfigError> {
+    load_layered(file).map(|loaded| loaded.settings)
+}
+
+fn load_layered(file: Option<&Path>) -> Result<Loaded, ConfigError> {
     let mut builder = config::Config::builder();
     if let Some(path) = file {
         if !path.is_file() {
@@ -81,17 +120,15 @@ pub fn load(file: Option<&Path>) -> Result<Settings, ConfigError> {
 }
 
 /// Loads `text` (the embedded default) in place of a file, then the environment.
-pub fn load_with_base(text: &str) -> Result<Settings, ConfigError> {
-    let builder = config::Config::builder()
-        .add_source(config::File::from_str(text, config::FileFormat::Toml));
-    finish(builder, Some(environment()), None)
+pub fn load_with_base(text: &'static str) -> Result<Settings, ConfigError> {
+    Origin::Embedded(text).load().map(|loaded| loaded.settings)
 }
 
 /// Loads configuration from TOML text alone, without the environment (tests).
 pub fn from_toml(text: &str) -> Result<Settings, ConfigError> {
     let builder = config::Config::builder()
         .add_source(config::File::from_str(text, config::FileFormat::Toml));
-    finish(builder, None, None)
+    finish(builder, None, None).map(|loaded| loaded.settings)
 }
 
 /// Loads TOML text and then `variables` in place of the process environment (tests).
@@ -102,7 +139,7 @@ pub(crate) fn from_toml_and_env(
 ) -> Result<Settings, ConfigError> {
     let builder = config::Config::builder()
         .add_source(config::File::from_str(text, config::FileFormat::Toml));
-    finish(builder, Some(environment().source(Some(variables))), None)
+    finish(builder, Some(environment().source(Some(variables))), None).map(|l| l.settings)
 }
 
 /// `HOOKONCE__SECTION__KEY` variables, values parsed as numbers or booleans where they can be.
@@ -117,7 +154,7 @@ fn finish(
     mut builder: config::ConfigBuilder<config::builder::DefaultState>,
     environment: Option<config::Environment>,
     file: Option<&Path>,
-) -> Result<Settings, ConfigError> {
+) -> Result<Loaded, ConfigError> {
     if let Some(environment) = environment {
         builder = builder.add_source(environment);
     }
@@ -128,6 +165,10 @@ fn finish(
         },
         None => ConfigError::invalid("(configuration)", e.to_string()),
     })?;
+    let tree = layered
+        .clone()
+        .try_deserialize::<serde_json::Value>()
+        .map_err(|e| ConfigError::invalid("(configuration)", e.to_string()))?;
     let settings: Settings = serde_path_to_error::deserialize(layered).map_err(|e| {
         let key = e.path().to_string();
         let key = if key == "." {
@@ -144,7 +185,7 @@ fn finish(
         ConfigError::invalid(key, problem)
     })?;
     settings.validate()?;
-    Ok(settings)
+    Ok(Loaded { settings, tree })
 }
 
 impl Settings {

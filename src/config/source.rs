@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use std::time::Duration;
 
+use super::secret_file::SecretFile;
 use super::values::{one_or_many, HumanDuration, Secret, MAX_DEDUP_TTL, MAX_TOLERANCE};
 use super::ConfigError;
 
@@ -18,6 +19,14 @@ pub struct SourceSettings {
     /// Signing secrets; several during a rotation. Each is a literal, `env:NAME` or `file:PATH`.
     #[serde(default, deserialize_with = "one_or_many")]
     pub secrets: Vec<Secret>,
+    /// Files of secrets, one per line (as Kubernetes mounts a Secret's key); read at start and
+    /// re-read on every reload (`SIGHUP`). Their secrets follow `secrets`.
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub secrets_files: Vec<SecretFile>,
     /// Accepted clock skew for schemes that sign a timestamp (provider default when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerance: Option<HumanDuration>,
@@ -80,10 +89,10 @@ pub struct SourceSettings {
 impl SourceSettings {
     /// The checks every provider shares; a provider's own keys are checked by the provider.
     pub(super) fn validate(&self, name: &str) -> Result<(), ConfigError> {
-        if self.secrets.is_empty() {
+        if self.all_secrets().next().is_none() {
             return Err(ConfigError::invalid(
                 format!("sources.{name}.secrets"),
-                "at least one secret is required",
+                NO_SECRET,
             ));
         }
         let second = Duration::from_secs(1);
@@ -98,6 +107,30 @@ impl SourceSettings {
             check_stream(name, stream)?;
         }
         self.check_partitions(name)
+    }
+
+    /// Every signing secret: those of `secrets`, then each file's of `secrets_files`, in order.
+    pub fn all_secrets(&self) -> impl Iterator<Item = &Secret> {
+        self.secrets
+            .iter()
+            .chain(self.secrets_files.iter().flat_map(SecretFile::secrets))
+    }
+
+    /// The key that names secret `i` of [`Self::all_secrets`] in a message:
+    /// `sources.NAME.secrets[i]`, or `sources.NAME.secrets_files[j] line k` for a file's.
+    pub fn secret_key(&self, name: &str, i: usize) -> String {
+        if i < self.secrets.len() {
+            return format!("sources.{name}.secrets[{i}]");
+        }
+        let mut first = self.secrets.len();
+        for (j, file) in self.secrets_files.iter().enumerate() {
+            let count = file.secrets().len();
+            if i < first + count {
+                return format!("sources.{name}.secrets_files[{j}] line {}", i - first + 1);
+            }
+            first += count;
+        }
+        format!("sources.{name}.secrets")
     }
 
     /// The configured partition count (1 when absent).
@@ -127,6 +160,9 @@ impl SourceSettings {
         Ok(())
     }
 }
+
+/// Why a source without any secret is refused.
+pub const NO_SECRET: &str = "at least one secret is required (in secrets or secrets_files)";
 
 /// The most partitions one source may have: a cluster has 16384 slots, and every partition
 /// costs a stream to read and sample, so far fewer are useful; 1024 bounds a typo.

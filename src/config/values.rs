@@ -196,6 +196,11 @@ impl Secret {
         })
     }
 
+    /// Line `line` of the secret file `path` (`secrets_files`); shown as `file:PATH:LINE`.
+    pub(super) fn from_file_line(value: &str, path: &str, line: usize) -> Result<Self, String> {
+        Self::reference(value.to_owned(), &format!("file:{path}:{line}"))
+    }
+
     fn reference(value: String, spec: &str) -> Result<Self, String> {
         if value.is_empty() {
             return Err(format!("{spec} resolves to an empty secret"));

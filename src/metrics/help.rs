@@ -6,19 +6,20 @@ use metrics::Unit;
 use super::names::*;
 
 /// Metric names that are gauges (the others are counters or, ending in `_seconds`, histograms).
-pub(super) const GAUGES: [&str; 8] = [
+pub(super) const GAUGES: [&str; 9] = [
     BUILD_INFO,
     REQUESTS_IN_FLIGHT,
     BODY_READS_IN_FLIGHT,
     BODY_MEMORY_BYTES,
     STREAM_LENGTH,
     READY,
+    CONFIG_LAST_RELOAD_SUCCESSFUL,
     PROXY_CLAIMS_HELD,
     PROXY_OLDEST_CLAIM_SECONDS,
 ];
 
 /// Every metric's unit and help text.
-pub(super) const HELP: [(&str, Unit, &str); 22] = [
+pub(super) const HELP: [(&str, Unit, &str); 24] = [
     (EVENTS_TOTAL, Unit::Count, "Events by source and outcome."),
     (
         DUPLICATE_HITS_TOTAL,
@@ -85,6 +86,16 @@ pub(super) const HELP: [(&str, Unit, &str); 22] = [
         READY,
         Unit::Count,
         "1 while the store and sink answer readiness checks, else 0.",
+    ),
+    (
+        CONFIG_RELOADS_TOTAL,
+        Unit::Count,
+        "Configuration reloads (SIGHUP) by result: applied, or refused (the running configuration kept).",
+    ),
+    (
+        CONFIG_LAST_RELOAD_SUCCESSFUL,
+        Unit::Count,
+        "0 when the last reload was refused (the running configuration is not the file's), else 1.",
     ),
     (
         PROXY_REQUESTS_TOTAL,

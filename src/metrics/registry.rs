@@ -161,6 +161,18 @@ impl Metrics {
         }
     }
 
+    /// The handles of configuration reloads (`SIGHUP`).
+    pub fn reloads(&self) -> ReloadMetrics {
+        let result = |value| self.counter(CONFIG_RELOADS_TOTAL, vec![Label::new("result", value)]);
+        let last = self.gauge(CONFIG_LAST_RELOAD_SUCCESSFUL, Vec::new());
+        last.set(1.0);
+        ReloadMetrics {
+            applied: result("applied"),
+            refused: result("refused"),
+            last_successful: last,
+        }
+    }
+
     /// The sampled length of one Redis Stream.
     pub fn stream_length(&self, stream: &str) -> Gauge {
         self.gauge(STREAM_LENGTH, vec![Label::new("stream", stream.to_owned())])
@@ -187,6 +199,27 @@ fn metadata() -> Metadata<'static> {
 pub struct BodyGauges {
     pub reading: Gauge,
     pub memory_bytes: Gauge,
+}
+
+/// `hookonce_config_reloads_total{result}` and `hookonce_config_last_reload_successful`.
+#[derive(Clone)]
+pub struct ReloadMetrics {
+    applied: Counter,
+    refused: Counter,
+    last_successful: Gauge,
+}
+
+impl ReloadMetrics {
+    /// Counts one reload: applied (`true`) or refused.
+    pub fn record(&self, applied: bool) {
+        let counter = if applied {
+            &self.applied
+        } else {
+            &self.refused
+        };
+        counter.increment(1);
+        self.last_successful.set(if applied { 1.0 } else { 0.0 });
+    }
 }
 
 /// Pre-registered handles for one source (or for `_unknown`).

@@ -42,7 +42,8 @@ pub fn headers(
     attempt: u32,
     now_unix: u64,
 ) -> HeaderMap {
-    let mut headers = route.headers.clone();
+    let credentials = route.credentials.load();
+    let mut headers = credentials.headers.clone();
     let event_id = entry.text("event_id");
     let key = source.target.record_key_in(stream, &event_id);
     let content_type = entry
@@ -74,7 +75,7 @@ pub fn headers(
         HeaderName::from_static("x-hookonce-attempt"),
         HeaderValue::from(attempt),
     );
-    if let Some(signer) = &route.signer {
+    if let Some(signer) = &credentials.signer {
         let body = entry.field("body").unwrap_or_default();
         for (name, value) in signer.sign(&key, now_unix, body) {
             headers.insert(

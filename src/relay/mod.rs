@@ -21,10 +21,12 @@
 //! command goes through `store::RedisStore` (its stream methods and scripts).
 
 pub mod backoff;
+mod credentials;
 pub mod deliver;
 pub mod dlq;
 mod job;
 mod keeper;
+mod reload;
 pub mod route;
 mod route_runner;
 mod route_state;
@@ -39,6 +41,7 @@ use crate::config::{ConfigError, Settings};
 use crate::metrics::Metrics;
 use crate::store::{RedisStartError, RedisStore, RelayScripts};
 
+pub use reload::{PreparedCredentials, RouteCredentials};
 pub use route::Route;
 
 /// Why the relay cannot start.
@@ -98,6 +101,11 @@ impl Relay {
             shutdown_timeout: settings.server.shutdown_timeout.0,
             consumer,
         })
+    }
+
+    /// The routes' credentials, for a reload to replace while the relay runs.
+    pub fn credentials(&self) -> RouteCredentials {
+        RouteCredentials::new(self.routes.iter().map(|r| Arc::clone(&r.route)).collect())
     }
 
     /// This process's consumer name in every group it reads.

@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use arc_swap::ArcSwap;
 
 use super::backoff::Backoff;
+use super::credentials::Credentials;
 use super::stream_keys;
 use crate::config::{ConfigError, RouteSettings, RouteStart, Settings};
 use crate::forward::Target;
-use crate::signing::StandardSigner;
 
 /// What a route knows of one source it reads.
 pub struct RouteSource {
@@ -30,15 +30,14 @@ pub struct Route {
     pub per_source: Vec<RouteSource>,
     globs: Vec<Vec<char>>,
     pub url: String,
-    /// The static headers; values may be secrets, so this map is never logged.
-    pub headers: HeaderMap,
+    /// Its headers and signer: replaced in place by a reload, loaded once per attempt.
+    pub credentials: ArcSwap<Credentials>,
     pub concurrency: usize,
     pub timeout: Duration,
     pub max_attempts: u32,
     pub backoff: Backoff,
     pub start: RouteStart,
     pub dead_letter_statuses: Vec<u16>,
-    pub signer: Option<StandardSigner>,
 }
 
 impl Route {
@@ -48,22 +47,7 @@ impl Route {
         route: &RouteSettings,
         settings: &Settings,
     ) -> Result<Self, ConfigError> {
-        let signer = match &route.signing_secret {
-            Some(secret) => Some(StandardSigner::new(secret.expose()).map_err(|problem| {
-                ConfigError::invalid(format!("relay.routes.{name}.signing_secret"), problem)
-            })?),
-            None => None,
-        };
-        let mut headers = HeaderMap::new();
-        for (header, value) in &route.headers {
-            let key = || format!("relay.routes.{name}.headers.{header}");
-            let header = HeaderName::from_bytes(header.as_bytes())
-                .map_err(|_| ConfigError::invalid(key(), "is not a valid header name"))?;
-            let mut value = HeaderValue::from_str(value.expose())
-                .map_err(|_| ConfigError::invalid(key(), "is not a valid header value"))?;
-            value.set_sensitive(true);
-            headers.insert(header, value);
-        }
+        let credentials = Credentials::build(name, route)?;
         let mut per_source = Vec::new();
         for source in &route.sources {
             let target = Target::of_source(settings, source)?;
@@ -88,7 +72,7 @@ impl Route {
                 .map(|g| g.chars().collect())
                 .collect(),
             url: route.url.clone(),
-            headers,
+            credentials: ArcSwap::from_pointee(credentials),
             concurrency: route.concurrency,
             timeout: route.timeout.0,
             max_attempts: route.max_attempts,
@@ -98,7 +82,6 @@ impl Route {
             },
             start: route.start,
             dead_letter_statuses: route.dead_letter_statuses.clone(),
-            signer,
         })
     }
 

@@ -16,7 +16,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
-use super::Source;
+use super::{LiveSource, Source};
 use crate::body::{BodyError, BodyReader, ReceivedBody};
 use crate::forward::{Delivery, Forwarded, Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics, UNKNOWN_SOURCE};
@@ -90,6 +90,11 @@ impl Ingest {
             request_timeout,
             retry_after: HeaderValue::from(retry_after_secs),
         }
+    }
+
+    /// The configured source `name`.
+    pub fn source(&self, name: &str) -> Option<&Source> {
+        self.sources.get(name)
     }
 
     /// Where a configured source's events go.
@@ -167,6 +172,8 @@ impl Ingest {
         let Some(source) = self.sources.get(&received.source) else {
             return Reply::rejected(Outcome::UnknownSource, "no such source");
         };
+        // Loaded once: a reload that swaps the provider mid-request does not change this one's.
+        let live = source.live.load_full();
         let headers = &received.headers;
         let received_at_ms = unix_ms();
         let request = RawRequest {
@@ -174,7 +181,7 @@ impl Ingest {
             body: &received.body.bytes,
             now_unix: (received_at_ms / 1000) as i64,
         };
-        let events = match source.provider.verify(&request) {
+        let events = match live.provider.verify(&request) {
             Ok(Verified::Events(events)) => events,
             Ok(Verified::Handshake(answer)) => {
                 return Reply {
@@ -195,7 +202,7 @@ impl Ingest {
         let content_type = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok());
-        self.forward_events(source, &events, received_at_ms, content_type)
+        self.forward_events(source, &live, &events, received_at_ms, content_type)
             .await
     }
 
@@ -205,6 +212,7 @@ impl Ingest {
     async fn forward_events(
         &self,
         source: &Source,
+        live: &LiveSource,
         events: &[VerifiedEvent],
         received_at_ms: u64,
         content_type: Option<&str>,
@@ -252,7 +260,7 @@ impl Ingest {
         }
         Reply {
             outcome,
-            ack: outcome.is_accepted().then(|| source.provider.ack()),
+            ack: outcome.is_accepted().then(|| live.provider.ack()),
             replayed: outcomes.iter().all(|o| *o == Outcome::Duplicate),
             handshake: None,
             event_id: Some(events[0].event_id().to_owned()),

@@ -15,13 +15,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::body::BodyReader;
-use crate::config::{ConfigError, Settings};
+use crate::config::{ConfigError, Settings, SourceSettings};
 use crate::forward::{Forwarder, Target};
 use crate::metrics::Metrics;
 use providers::Provider;
 
 pub use ingest::Ingest;
-pub use ready_source::Source;
+pub use ready_source::{LiveSource, Source};
 
 /// Checks every source's provider-specific keys (by building its provider), naming the key.
 pub fn validate(settings: &Settings) -> Result<(), ConfigError> {
@@ -44,6 +44,42 @@ pub fn source(settings: &Settings, name: &str) -> Result<(Arc<dyn Provider>, Tar
     Ok((provider, Target::of_source(settings, name)?))
 }
 
+impl LiveSource {
+    /// The live part of the source `name` as `source` configures it.
+    pub fn build(name: &str, source: &SourceSettings) -> Result<Self, ConfigError> {
+        Ok(Self {
+            provider: providers::build(name, source)?,
+        })
+    }
+}
+
+/// The live part of every source, built from reloaded settings and not yet applied: a reload
+/// builds all of them first, so that one invalid source refuses the whole set.
+pub struct PreparedSources(HashMap<String, LiveSource>);
+
+impl PreparedSources {
+    /// Builds each configured source's live part from `settings`.
+    pub fn build(settings: &Settings) -> Result<Self, ConfigError> {
+        settings
+            .sources
+            .iter()
+            .map(|(name, source)| Ok((name.clone(), LiveSource::build(name, source)?)))
+            .collect::<Result<_, ConfigError>>()
+            .map(Self)
+    }
+
+    /// Swaps every source's live part; requests in flight finish on the one they loaded. A
+    /// source the running pipeline does not know is skipped (a reload that adds sources is
+    /// refused before it gets here).
+    pub fn apply(self, ingest: &Ingest) {
+        for (name, live) in self.0 {
+            if let Some(source) = ingest.source(&name) {
+                source.live.store(Arc::new(live));
+            }
+        }
+    }
+}
+
 impl Ingest {
     /// The pipeline for every configured source, reading bodies with `body` (the reader both
     /// fronts share) and forwarding through `forwarder`.
@@ -55,17 +91,10 @@ impl Ingest {
     ) -> Result<Self, ConfigError> {
         let mut sources = HashMap::new();
         for (name, source) in &settings.sources {
-            let provider = providers::build(name, source)?;
+            let live = LiveSource::build(name, source)?;
             let target = Target::of_source(settings, name)?;
             let metrics = metrics.source(name);
-            sources.insert(
-                name.clone(),
-                Source {
-                    provider,
-                    target,
-                    metrics,
-                },
-            );
+            sources.insert(name.clone(), Source::new(live, target, metrics));
         }
         Ok(Ingest::new(
             sources,

@@ -4,13 +4,33 @@
 
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
+
 use super::providers::Provider;
 use crate::forward::Target;
 use crate::metrics::SourceMetrics;
 
 /// One configured source, ready to serve.
 pub struct Source {
-    pub provider: Arc<dyn Provider>,
+    /// What a reload replaces in place; a request loads it once and finishes on what it loaded.
+    pub live: ArcSwap<LiveSource>,
+    /// Its keys, stream and dedup window: fixed for the life of the process.
     pub target: Target,
     pub metrics: SourceMetrics,
+}
+
+/// The part of a source that a reload (`SIGHUP`) may change: its provider, which holds the
+/// secrets and the timestamp tolerance.
+pub struct LiveSource {
+    pub provider: Arc<dyn Provider>,
+}
+
+impl Source {
+    pub fn new(live: LiveSource, target: Target, metrics: SourceMetrics) -> Self {
+        Self {
+            live: ArcSwap::from_pointee(live),
+            target,
+            metrics,
+        }
+    }
 }

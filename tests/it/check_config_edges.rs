@@ -1,7 +1,7 @@
 //! `hookonce check-config` refuses what `serve` would fail on or misuse: TLS to Redis that would
 //! not verify the server unless that is asked for explicitly, a CA file that cannot be read, a
-//! mix of `redis://` and `rediss://` nodes, static headers that frame the request, two listeners on one address, and
-//! ports outside 1-65535 in the URLs the daemon dials. Each case runs the real binary, which must
+//! mix of `redis://` and `rediss://` nodes, static headers that frame the request, two listeners on one address,
+//! ports outside 1-65535 in the URLs the daemon dials, and secret files that cannot be read or are empty. Each case runs the real binary, which must
 //! exit non-zero with a message naming the key (and never a credential of the URL).
 
 use crate::support::binary::{hookonce, output_text, write};
@@ -129,6 +129,18 @@ fn cases() -> Vec<(String, String, &'static str)> {
                 .to_owned(),
             "proxies.b.listen".to_owned(),
             "proxies.a.listen",
+        ),
+        // 5. Secret files that cannot be read or hold no secret.
+        (
+            "[sources.more]\nprovider = \"github\"\nsecrets_files = [\"/nonexistent/hookonce-secrets\"]\n"
+                .to_owned(),
+            "sources.more.secrets_files[0]".to_owned(),
+            "cannot read /nonexistent/hookonce-secrets",
+        ),
+        (
+            "[sources.more]\nprovider = \"github\"\nsecrets_files = [\"/dev/null\"]\n".to_owned(),
+            "sources.more.secrets_files[0]".to_owned(),
+            "/dev/null holds no secret",
         ),
     ];
     // 2. Headers that frame the request, in relay routes and in the HTTP sink, in any case.

@@ -17,6 +17,7 @@ mod providers;
 mod proxy;
 mod redis_store;
 mod relay;
+mod reload;
 mod server;
 mod support;
 mod tls;

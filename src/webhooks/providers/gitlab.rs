@@ -48,7 +48,11 @@ impl GitLab {
         Ok(Self {
             comparison,
             token_tags,
-            first_token: settings.secrets[0].expose().to_owned(),
+            first_token: settings
+                .all_secrets()
+                .next()
+                .map(|token| token.expose().to_owned())
+                .unwrap_or_default(),
         })
     }
 }

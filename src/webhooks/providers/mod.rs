@@ -57,6 +57,5 @@ pub use provider::{Ack, Provider, RawRequest, SignError, SignOptions, Verified, 
 pub use registry::{
     body_dedup, build, default_dedup_ttl, lookup, names, BodyDedup, ProviderSpec, REGISTRY,
 };
-pub use secrets::decode_secrets;
 
 pub use crate::event::{validate_event_id, VerifiedEvent, VerifyError, MAX_EVENT_ID_LEN};

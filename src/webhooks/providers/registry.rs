@@ -145,6 +145,7 @@ pub fn build(source: &str, settings: &SourceSettings) -> Result<Arc<dyn Provider
 pub(super) const COMMON_KEYS: &[&str] = &[
     "provider",
     "secrets",
+    "secrets_files",
     "dedup_ttl",
     "stream",
     "body_dedup",

@@ -10,41 +10,33 @@
 //! The text says what kind of problem it is and where, never which character: the decoders'
 //! own error texts quote the offending symbol, which is a piece of the secret.
 
-use crate::config::{ConfigError, Secret, SourceSettings};
+use crate::config::{ConfigError, SourceSettings, NO_SECRET};
 
 /// One secret's decoder: the key bytes, or what is wrong with the text.
 pub(crate) type Decoder = fn(&str) -> Result<Vec<u8>, String>;
 
-/// Decodes every secret of a source with `decode`, naming the offending list entry on failure.
-pub fn decode_secrets(
-    source: &str,
-    secrets: &[Secret],
-    decode: impl Fn(&str) -> Result<Vec<u8>, String>,
-) -> Result<Vec<Vec<u8>>, ConfigError> {
-    secrets
-        .iter()
-        .enumerate()
-        .map(|(i, secret)| {
-            decode(secret.expose()).map_err(|problem| {
-                ConfigError::invalid(format!("sources.{source}.secrets[{i}]"), problem)
-            })
-        })
-        .collect()
-}
-
-/// The key bytes of every secret of a source, which must have at least one.
+/// The key bytes of every secret of a source (`secrets`, then `secrets_files`), which must have
+/// at least one; a secret that does not decode is named by its key.
 pub(crate) fn decode(
     source: &str,
     settings: &SourceSettings,
     decoder: Decoder,
 ) -> Result<Vec<Vec<u8>>, ConfigError> {
-    if settings.secrets.is_empty() {
+    let keys = settings
+        .all_secrets()
+        .enumerate()
+        .map(|(i, secret)| {
+            decoder(secret.expose())
+                .map_err(|problem| ConfigError::invalid(settings.secret_key(source, i), problem))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if keys.is_empty() {
         return Err(ConfigError::invalid(
             format!("sources.{source}.secrets"),
-            "at least one secret is required",
+            NO_SECRET,
         ));
     }
-    decode_secrets(source, &settings.secrets, decoder)
+    Ok(keys)
 }
 
 /// The secret's UTF-8 bytes, as they are.
@@ -147,9 +139,25 @@ mod tests {
         assert!(error.starts_with("sources.ady.secrets[1]: "), "{error}");
         let none = settings("adyen", &[], json!({}));
         let error = decode("ady", &none, hex).unwrap_err().to_string();
-        assert_eq!(
-            error,
-            "sources.ady.secrets: at least one secret is required"
+        assert_eq!(error, format!("sources.ady.secrets: {NO_SECRET}"));
+    }
+
+    #[test]
+    fn a_file_secret_that_does_not_decode_is_named_by_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("adyen");
+        let read = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            vec![crate::config::SecretFile::read(path.to_str().unwrap()).unwrap()]
+        };
+        let mut source = settings("adyen", &["0c0d"], json!({}));
+        source.secrets_files = read("0a0b\nnothex\n");
+        let error = decode("ady", &source, hex).unwrap_err().to_string();
+        assert!(
+            error.starts_with("sources.ady.secrets_files[0] line 2: "),
+            "{error}"
         );
+        source.secrets_files = read("0a0b\n0e0f\n");
+        assert_eq!(decode("ady", &source, hex).unwrap().len(), 3);
     }
 }

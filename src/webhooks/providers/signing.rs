@@ -57,7 +57,7 @@ pub(crate) fn keyed_macs<M: Mac + KeyInit>(
         .map(|(i, key)| {
             <M as KeyInit>::new_from_slice(key).map_err(|_| {
                 ConfigError::invalid(
-                    format!("sources.{source}.secrets[{i}]"),
+                    settings.secret_key(source, i),
                     "is not a valid key length for this algorithm",
                 )
             })

@@ -1,0 +1,39 @@
+//! Reloading configuration and secret files on `SIGHUP`, with the real binary: a Stripe secret
+//! rotated under load, and the reloads that are refused and change nothing.
+
+mod refusals;
+mod rotation;
+
+use std::path::{Path, PathBuf};
+
+use crate::support::daemon::Daemon;
+use crate::support::eventually;
+
+pub const RELOADS: &str = "hookonce_config_reloads_total";
+pub const LAST_RELOAD_OK: &str = "hookonce_config_last_reload_successful";
+
+/// Replaces `path`'s content at once, as Kubernetes updates a mounted Secret (a new file renamed
+/// over the old link): a reader sees the old content or the new, never a half-written file.
+pub fn replace(path: &Path, text: &str) {
+    let staged = path.with_extension("staged");
+    std::fs::write(&staged, text).unwrap();
+    std::fs::rename(&staged, path).unwrap();
+}
+
+/// Sends SIGHUP and waits until the reload with `result` has been counted `count` times.
+pub async fn hangup(daemon: &Daemon, result: &str, count: f64) {
+    daemon.signal("HUP");
+    eventually(
+        10,
+        &format!("reload number {count} to be {result}"),
+        || async { daemon.metric(RELOADS, &[("result", result)]).await >= count },
+    )
+    .await;
+}
+
+/// A config file in `dir` with `text`, returned with its path.
+pub fn config_file(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("hookonce.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}

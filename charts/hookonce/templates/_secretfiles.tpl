@@ -73,6 +73,21 @@ chart's own Secret lacks, and a mount or reloader with nothing to mount.
 {{- end }}
 {{- end }}
 
+{{/*
+With the reloader, a change of the chart's own Secret reaches the pods as files and a SIGHUP, not
+as a restart; but a key read as an environment variable (env:NAME, secrets.redisUrlKey) is fixed
+at start, so the pods still roll when one of those changes: this is the checksum of their values.
+*/}}
+{{- define "hookonce.secretEnvChecksum" -}}
+{{- $values := list }}
+{{- range $name := append (splitList "\n" (include "hookonce.secretEnvNames" .)) .Values.secrets.redisUrlKey }}
+{{- if $name }}
+{{- $values = append $values (printf "%s=%v" $name (get $.Values.secrets.data $name)) }}
+{{- end }}
+{{- end }}
+{{- $values | uniq | sortAlpha | join "\n" | sha256sum }}
+{{- end }}
+
 {{/* Pod-level: the reloader signals the daemon across containers, so they share one PID namespace. */}}
 {{- define "hookonce.secretFilesPodSpec" -}}
 {{- if .Values.secrets.files.reloader.enabled }}

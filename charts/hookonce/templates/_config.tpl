@@ -4,7 +4,8 @@ is a pod annotation, so any change here rolls the pods.
 */}}
 {{- define "hookonce.toml" -}}
 # Rendered by the hookonce Helm chart; edit the release's values, not this file.
-# Secrets are referenced as env:NAME and read from the pod's environment at start.
+# Secrets are referenced as env:NAME (the pod's environment, read at start) or as files (secrets_files,
+# file:/path), read at start and again on SIGHUP.
 
 [server]
 listen = {{ printf "0.0.0.0:%d" (int .Values.service.ports.http) | quote }}

@@ -173,6 +173,7 @@ lists of scalars are written with toJson: JSON strings, numbers, booleans and ar
 {{- fail (printf "hookonce: secrets.redisUrlKey is %s but secrets.data has no such key" .Values.secrets.redisUrlKey) }}
 {{- end }}
 {{- end }}
+{{- include "hookonce.validateSecretFiles" . }}
 {{- if and .Values.podDisruptionBudget.enabled (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) }}
 {{- fail "hookonce: set only one of podDisruptionBudget.minAvailable and podDisruptionBudget.maxUnavailable" }}
 {{- end }}

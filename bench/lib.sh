@@ -10,6 +10,8 @@ PROFILE=${HOOKONCE_PROFILE:-release}
 HOOKONCE="$ROOT/target/$PROFILE/hookonce"
 LOADGEN="$ROOT/target/$PROFILE/hookonce-loadgen"
 BASELINE="$ROOT/target/baseline/release/hookonce-baseline"
+# The bare handler: HMAC + one SET NX/XADD script, nothing else (bench/baseline/src/bin/bare.rs).
+BARE="$ROOT/target/baseline/release/hookonce-bare"
 # need_command, need_file: Debian packages when a tool is missing (and /usr/sbin on PATH).
 # shellcheck source=scripts/lib/install.sh
 source "$ROOT/scripts/lib/install.sh"

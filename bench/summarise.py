@@ -135,7 +135,7 @@ def row(scenario, server):
 
 
 scenarios = [
-    ("unique", "GitHub scheme, all events unique", ["hookonce", "baseline", "baseline+jemalloc", "webhook"]),
+    ("unique", "GitHub scheme, all events unique", ["hookonce", "bare", "baseline", "baseline+jemalloc", "webhook"]),
 ] + [
     (f"rate{r}", f"GitHub scheme, unique, open loop at {r} requests/s", ["hookonce", "baseline", "baseline+jemalloc", "webhook"])
     for r in rates
@@ -162,17 +162,18 @@ for key, title, servers in scenarios:
         continue  # same offered load for everyone: compare the latency columns instead
     for other in servers[1:]:
         if hk and rows.get(other):
-            ratios.append((title, other, hk["rps"] / rows[other]["rps"]))
+            cpu = hk["cpu"] / rows[other]["cpu"] if rows[other]["cpu"] else float("nan")
+            ratios.append((title, other, hk["rps"] / rows[other]["rps"], cpu))
 
 print()
-print("| scenario | hookonce ÷ | throughput ratio |")
-print("|---|---|---:|")
-for title, other, ratio in ratios:
-    print(f"| {title} | {other} | {ratio:.2f}× |")
+print("| scenario | hookonce ÷ | throughput ratio | server CPU per request ratio |")
+print("|---|---|---:|---:|")
+for title, other, ratio, cpu in ratios:
+    print(f"| {title} | {other} | {ratio:.2f}× | {fmt(cpu, '.2f')}× |")
 
 # wrk and hookonce-loadgen side by side, same servers, same round.
 pairs = [
-    ("wrk", "unique", "GitHub scheme, all unique", ["hookonce", "baseline", "baseline+jemalloc", "webhook"]),
+    ("wrk", "unique", "GitHub scheme, all unique", ["hookonce", "bare", "baseline", "baseline+jemalloc", "webhook"]),
     ("wrkstripe", "stripe", "Stripe scheme, all unique", ["hookonce", "baseline", "baseline+jemalloc"]),
 ]
 if any(wrk_row(w, s) for w, _, _, servers in pairs for s in servers):
@@ -190,7 +191,8 @@ if any(wrk_row(w, s) for w, _, _, servers in pairs for s in servers):
                 if r is None:
                     continue
                 hk = (lrows if client == "loadgen" else wrows).get("hookonce")
-                ratio = f"{hk['rps'] / r['rps']:.2f}×" if hk and server != "hookonce" else "–"
+                ratio = (f"{hk['rps'] / r['rps']:.2f}× (CPU {hk['cpu'] / r['cpu']:.2f}×)"
+                         if hk and server != "hookonce" and r["cpu"] else "–")
                 print(f"| {title} | {server} | {client} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p90']:.2f} | "
                       f"{r['p99']:.2f} | {r['p999']:.2f} | {r['cpu']:.0f} | {fmt(r['redis'], '.1f')} | {fmt(r['client'], '.0f')} | {ratio} | {r['all_rps']} |")
             if wrows[server]:
@@ -246,7 +248,7 @@ if rates:
           "saturation: closed loop, 50 connections, goal p99 ≤ 5 ms:\n")
     print("| server | " + " | ".join(f"{r}/s service p50 / p99" for r in rates) + " | saturation p99 loadgen | saturation p99 wrk |")
     print("|---|" + "---:|" * (len(rates) + 2))
-    for server in ["hookonce", "baseline", "baseline+jemalloc", "webhook"]:
+    for server in ["hookonce", "bare", "baseline", "baseline+jemalloc", "webhook"]:
         cells = []
         for rate in rates:
             r = row(f"rate{rate}", server)

@@ -5,9 +5,12 @@ mod refusals;
 mod rotation;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hookonce::webhooks::providers::Provider;
 
 use crate::support::daemon::Daemon;
-use crate::support::eventually;
+use crate::support::{eventually, with_id};
 
 pub const RELOADS: &str = "hookonce_config_reloads_total";
 pub const LAST_RELOAD_OK: &str = "hookonce_config_last_reload_successful";
@@ -36,4 +39,23 @@ pub fn config_file(dir: &Path, text: &str) -> PathBuf {
     let path = dir.join("hookonce.toml");
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// Posts `body` to `url` signed by `signer` under the event ID `id`, with `extra` headers; the
+/// answer's status.
+pub async fn post_signed(
+    client: &reqwest::Client,
+    url: &str,
+    signer: &Arc<dyn Provider>,
+    (id, body): (&str, &[u8]),
+    extra: &[(&str, &str)],
+) -> u16 {
+    let mut request = client.post(url).body(body.to_vec());
+    for (name, value) in signer.sign(body, &with_id(id)).into_iter() {
+        request = request.header(name, value);
+    }
+    for (name, value) in extra {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap().status().as_u16()
 }

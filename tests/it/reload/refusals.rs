@@ -2,26 +2,29 @@
 //! secret that does not decode, a source added, a file that does not parse), and a relay route's
 //! token and signing secret read from files are replaced by a reload that is applied.
 
-use super::{config_file, hangup, replace, LAST_RELOAD_OK, RELOADS};
+use std::sync::Arc;
+
+use hookonce::webhooks::providers::Provider;
+
+use super::{config_file, hangup, post_signed, replace, LAST_RELOAD_OK, RELOADS};
 use crate::support::app::provider;
 use crate::support::daemon::Daemon;
 use crate::support::relay_worker::{verify_standard_webhook, RelayWorker};
 use crate::support::settings::source;
-use crate::support::{with_id, RedisServer};
+use crate::support::RedisServer;
 
-async fn post_signed(
-    daemon: &Daemon,
-    signer: &std::sync::Arc<dyn hookonce::webhooks::providers::Provider>,
-    id: &str,
-) -> u16 {
-    let body = format!(r#"{{"id":"{id}"}}"#).into_bytes();
-    let mut request = reqwest::Client::new()
-        .post(daemon.url("/webhooks/gh"))
-        .body(body.clone());
-    for (name, value) in signer.sign(&body, &with_id(id)) {
-        request = request.header(name, value);
-    }
-    request.send().await.unwrap().status().as_u16()
+/// A GitHub delivery of the event `id`, signed by `signer`, to the daemon's source `gh`.
+async fn gh(daemon: &Daemon, signer: &Arc<dyn Provider>, id: &str) -> u16 {
+    let body = format!(r#"{{"id":"{id}"}}"#);
+    let url = daemon.url("/webhooks/gh");
+    post_signed(
+        &reqwest::Client::new(),
+        &url,
+        signer,
+        (id, body.as_bytes()),
+        &[],
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -42,15 +45,15 @@ async fn a_refused_reload_names_its_keys_and_keeps_the_running_configuration() {
     let daemon = Daemon::spawn(&config, dir.path(), &[]).await;
     let old = provider("gh", &source("github", "gh_old"));
     let new = provider("gh", &source("github", "gh_new"));
-    assert_eq!(post_signed(&daemon, &old, "r-1").await, 200);
+    assert_eq!(gh(&daemon, &old, "r-1").await, 200);
 
     // A new secret together with a key that needs a restart: nothing is applied.
     std::fs::write(&secrets, "gh_new\n").unwrap();
     replace(&config, &text("[server]\nbody_limit = \"2MiB\""));
     hangup(&daemon, "refused", 1.0).await;
     assert_eq!(daemon.metric(LAST_RELOAD_OK, &[]).await, 0.0);
-    assert_eq!(post_signed(&daemon, &old, "r-2").await, 200);
-    assert_eq!(post_signed(&daemon, &new, "r-3").await, 401);
+    assert_eq!(gh(&daemon, &old, "r-2").await, 200);
+    assert_eq!(gh(&daemon, &new, "r-3").await, 401);
 
     // A source added, and a file that does not parse: refused too.
     replace(
@@ -63,14 +66,14 @@ async fn a_refused_reload_names_its_keys_and_keeps_the_running_configuration() {
     hangup(&daemon, "refused", 2.0).await;
     replace(&config, "[store\nbackend = ");
     hangup(&daemon, "refused", 3.0).await;
-    assert_eq!(post_signed(&daemon, &old, "r-4").await, 200);
+    assert_eq!(gh(&daemon, &old, "r-4").await, 200);
 
     // The same file as at start, with the new secret: applied.
     replace(&config, &text(""));
     hangup(&daemon, "applied", 1.0).await;
     assert_eq!(daemon.metric(LAST_RELOAD_OK, &[]).await, 1.0);
-    assert_eq!(post_signed(&daemon, &new, "r-5").await, 200);
-    assert_eq!(post_signed(&daemon, &old, "r-6").await, 401);
+    assert_eq!(gh(&daemon, &new, "r-5").await, 200);
+    assert_eq!(gh(&daemon, &old, "r-6").await, 401);
 
     let logs = daemon.logs();
     for named in [
@@ -116,14 +119,10 @@ async fn a_secret_that_does_not_decode_is_named_by_file_and_line() {
     );
 
     let signer = provider("sv", &source("standard", good));
-    let body = br#"{"type":"ping"}"#.to_vec();
-    let mut request = reqwest::Client::new()
-        .post(daemon.url("/webhooks/sv"))
-        .body(body.clone());
-    for (name, value) in signer.sign(&body, &with_id("msg_reload_1")) {
-        request = request.header(name, value);
-    }
-    assert_eq!(request.send().await.unwrap().status(), 200);
+    let url = daemon.url("/webhooks/sv");
+    let delivery = ("msg_reload_1", &br#"{"type":"ping"}"#[..]);
+    let status = post_signed(&reqwest::Client::new(), &url, &signer, delivery, &[]).await;
+    assert_eq!(status, 200);
 }
 
 /// The relay's route token (a header read from a file) and its signing secret change on an
@@ -156,15 +155,13 @@ async fn a_reload_replaces_a_relay_routes_token_and_signing_secret() {
     let daemon = Daemon::spawn(&config, dir.path(), &[]).await;
     let signer = provider("gh", &source("github", "s"));
     let deliver = |id: &'static str| {
-        let signer = std::sync::Arc::clone(&signer);
         let url = daemon.url("/webhooks/gh");
+        let signer = Arc::clone(&signer);
         async move {
-            let body = format!(r#"{{"id":"{id}"}}"#).into_bytes();
-            let mut request = reqwest::Client::new().post(url).body(body.clone());
-            for (name, value) in signer.sign(&body, &with_id(id)) {
-                request = request.header(name, value);
-            }
-            assert_eq!(request.send().await.unwrap().status(), 200);
+            let body = format!(r#"{{"id":"{id}"}}"#);
+            let client = reqwest::Client::new();
+            let status = post_signed(&client, &url, &signer, (id, body.as_bytes()), &[]).await;
+            assert_eq!(status, 200);
         }
     };
     deliver("relay-1").await;
@@ -208,18 +205,13 @@ async fn a_reload_changes_who_may_call() {
     let daemon = Daemon::spawn(&config, dir.path(), &[]).await;
     let signer = provider("gh", &source("github", "gh_old"));
     let from = |client: &'static str, id: &'static str| {
-        let signer = std::sync::Arc::clone(&signer);
         let url = daemon.url("/webhooks/gh");
+        let signer = Arc::clone(&signer);
         async move {
-            let body = format!(r#"{{"id":"{id}"}}"#).into_bytes();
-            let mut request = reqwest::Client::new()
-                .post(url)
-                .header("x-forwarded-for", client)
-                .body(body.clone());
-            for (name, value) in signer.sign(&body, &with_id(id)) {
-                request = request.header(name, value);
-            }
-            request.send().await.unwrap().status().as_u16()
+            let body = format!(r#"{{"id":"{id}"}}"#);
+            let forwarded = [("x-forwarded-for", client)];
+            let http = reqwest::Client::new();
+            post_signed(&http, &url, &signer, (id, body.as_bytes()), &forwarded).await
         }
     };
     assert_eq!(from("192.0.2.9", "a-1").await, 200);

@@ -6,11 +6,11 @@
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::{config_file, hangup, replace, LAST_RELOAD_OK, RELOADS};
+use super::{config_file, hangup, post_signed, replace, LAST_RELOAD_OK, RELOADS};
 use crate::support::app::provider;
 use crate::support::daemon::Daemon;
 use crate::support::settings::source;
-use crate::support::{eventually, stripe_body, with_id, RedisServer};
+use crate::support::{eventually, stripe_body, RedisServer};
 
 const SENDERS: usize = 4;
 /// The phases of the rotation, as the senders sign: the old secret only, either (alternating),
@@ -94,11 +94,7 @@ async fn a_stripe_secret_rotated_under_load_loses_and_refuses_nothing() {
                 let id = format!("evt_rot_{sender}_{sent}");
                 let body = stripe_body(&id, 600);
                 let signer = if with_new { &new } else { &old };
-                let mut request = client.post(&url).body(body.clone());
-                for (name, value) in signer.sign(&body, &with_id(&id)) {
-                    request = request.header(name, value);
-                }
-                let status = request.send().await.unwrap().status().as_u16();
+                let status = post_signed(&client, &url, signer, (&id, &body), &[]).await;
                 if status == 200 {
                     load.accepted.fetch_add(1, Ordering::SeqCst);
                     if with_new {
@@ -153,12 +149,9 @@ async fn a_stripe_secret_rotated_under_load_loses_and_refuses_nothing() {
     assert_eq!(daemon.metric(RELOADS, &[("result", "applied")]).await, 2.0);
 
     // The old secret is gone for good.
-    let body = stripe_body("evt_rot_late", 200);
-    let mut request = reqwest::Client::new().post(&url).body(body.clone());
-    for (name, value) in old.sign(&body, &with_id("evt_rot_late")) {
-        request = request.header(name, value);
-    }
-    assert_eq!(request.send().await.unwrap().status(), 401);
+    let late = ("evt_rot_late", &stripe_body("evt_rot_late", 200)[..]);
+    let status = post_signed(&reqwest::Client::new(), &url, &old, late, &[]).await;
+    assert_eq!(status, 401);
 
     let logs = daemon.logs();
     assert_eq!(logs.matches("Configuration reloaded.").count(), 2, "{logs}");

@@ -1,7 +1,7 @@
 //! `hookonce check-config` refuses every bad "who may call" key, naming it and the problem, and
 //! accepts their good neighbours (the environment's single-value list form included).
 
-use crate::support::binary::{hookonce, output_text, write};
+use crate::support::binary::{assert_refused, hookonce, output_text, write};
 
 /// A valid configuration (memory store, stdout sink, the source `demo`) with `server` added to
 /// `[server]` and `source` to `[sources.demo]`.
@@ -100,21 +100,11 @@ fn check_config_refuses_each_bad_access_key_by_name() {
             "is read only with sources.demo.rate_limit",
         ),
     ];
-    let dir = tempfile::tempdir().unwrap();
-    let mut wrong = Vec::new();
-    for (server, source, key, problem) in cases {
-        let text = config(server, source);
-        let path = write(dir.path(), "access.toml", &text);
-        let output = hookonce(&["check-config", "--config", path.to_str().unwrap()], &[]);
-        let shown = output_text(&output);
-        if output.status.success() || !shown.contains(key) || !shown.contains(problem) {
-            wrong.push(format!("{key}{problem}:\n{text}\n{shown}"));
-        }
-    }
-    assert!(
-        wrong.is_empty(),
-        "not refused as expected:\n{}",
-        wrong.join("\n---\n")
+    assert_refused(
+        cases.into_iter().map(|(server, source, key, problem)| {
+            (config(server, source), key.to_owned(), problem.to_owned())
+        }),
+        "",
     );
 }
 

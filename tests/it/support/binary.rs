@@ -42,3 +42,31 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     std::fs::write(&path, text).unwrap();
     path
 }
+
+/// Runs `check-config` on every `(configuration, key, problem)` and asserts that each is refused
+/// (a non-zero exit) with a message naming `key` followed by `problem`, and that none prints
+/// `never_shown` (a credential); every wrong case is reported at once.
+pub fn assert_refused(
+    cases: impl IntoIterator<Item = (String, String, String)>,
+    never_shown: &str,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut wrong = Vec::new();
+    for (text, key, problem) in cases {
+        let path = write(dir.path(), "refused.toml", &text);
+        let output = hookonce(&["check-config", "--config", path.to_str().unwrap()], &[]);
+        let shown = output_text(&output);
+        assert!(
+            never_shown.is_empty() || !shown.contains(never_shown),
+            "a credential was printed: {shown}"
+        );
+        if output.status.success() || !shown.contains(&key) || !shown.contains(&problem) {
+            wrong.push(format!("{key} {problem}:\n{text}\n{shown}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "not refused as expected:\n{}",
+        wrong.join("\n---\n")
+    );
+}

@@ -133,6 +133,10 @@ async fn a_stripe_secret_rotated_under_load_loses_and_refuses_nothing() {
         sent += sender.await.unwrap();
     }
 
+    eprintln!(
+        "rotation: {sent} deliveries by {SENDERS} senders, {} signed with the new secret",
+        load.accepted_new.load(Ordering::SeqCst)
+    );
     let refused = load.refused.lock().unwrap().clone();
     assert!(
         refused.is_empty(),

@@ -34,6 +34,17 @@ pub async fn hangup(daemon: &Daemon, result: &str, count: f64) {
     .await;
 }
 
+/// The daemon's log once it holds every one of `lines` (the log writer is buffered: a line
+/// counted in `/metrics` may not be written yet).
+pub async fn log_with(daemon: &Daemon, lines: &[&str]) -> String {
+    eventually(10, &format!("the log to hold {lines:?}"), || async {
+        let logs = daemon.logs();
+        lines.iter().all(|line| logs.contains(line))
+    })
+    .await;
+    daemon.logs()
+}
+
 /// A config file in `dir` with `text`, returned with its path.
 pub fn config_file(dir: &Path, text: &str) -> PathBuf {
     let path = dir.join("hookonce.toml");

@@ -66,6 +66,13 @@ while a <= #ARGV do
       elseif string.sub(record, -#fp - 1) == ' ' .. fp then
         verdicts[v + i] = 'd' .. string.sub(record, 1, -#fp - 2)
         found[i] = {KEYS[key], record}
+        -- The event's duplicate arrivals (the console shows them): a hash beside the record, in
+        -- its slot, expiring with it; written only for duplicates, so unique events pay nothing.
+        local dups = (string.gsub(KEYS[key], '}:d:', '}:n:', 1))
+        redis.call('HINCRBY', dups, 'count', 1)
+        redis.call('HSET', dups, 'last_at', received_at)
+        local ttl = redis.call('PTTL', KEYS[key])
+        if ttl > 0 then redis.call('PEXPIRE', dups, ttl) end
       else
         verdicts[v + i] = 'm'
         refused = true

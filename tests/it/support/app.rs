@@ -95,6 +95,7 @@ impl Builder {
             sources: settings::default_sources(),
             proxies: BTreeMap::new(),
             relay: Default::default(),
+            console: Default::default(),
         };
         Self {
             backend,

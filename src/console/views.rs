@@ -101,9 +101,8 @@ impl Chart {
             .iter()
             .map(|m| m.forwarded + m.duplicates + m.rejected)
             .max()
-            .unwrap_or(0)
-            .max(1);
-        let scale = |n: u64| ((n * u64::from(CHART_HEIGHT)).div_ceil(peak)) as u32;
+            .unwrap_or(0);
+        let scale = |n: u64| ((n * u64::from(CHART_HEIGHT)).div_ceil(peak.max(1))) as u32;
         let mut bars = Vec::new();
         for (i, m) in minutes.iter().enumerate() {
             let x = i as u32 * (BAR_WIDTH + 2);

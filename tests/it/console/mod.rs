@@ -6,6 +6,7 @@
 mod api;
 mod browser;
 mod pages;
+mod scale;
 
 use hookonce::config::Secret;
 

@@ -21,19 +21,31 @@ pub struct ConsoleSettings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<SocketAddr>,
     /// Tokens that may read (exchanged at `/login`, or sent as `Authorization: Bearer`).
-    #[serde(deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub viewer_tokens: Vec<Secret>,
     /// Tokens that may read and write.
-    #[serde(deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub operator_tokens: Vec<Secret>,
     /// A header naming the user, set by an authenticating proxy in front of the console.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub identity_header: Option<String>,
     /// The peers whose `identity_header` is believed: the proxy's addresses.
-    #[serde(deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub trusted_proxies: Vec<IpAddr>,
     /// The identities (as the header names them) that may write; every other one reads.
-    #[serde(deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub operators: Vec<String>,
     /// Console requests served at once; the rest are answered 503 at once, so that the console
     /// never holds what ingest needs.
@@ -139,9 +151,8 @@ mod tests {
 
     #[test]
     fn an_identity_header_needs_trusted_proxies_and_the_listener_must_not_collide() {
-        let text = format!(
-            "[console]\nlisten = \"0.0.0.0:9091\"\nidentity_header = \"X-User\"\n{SOURCE}"
-        );
+        let text =
+            format!("[console]\nlisten = \"0.0.0.0:9091\"\nidentity_header = \"X-User\"\n{SOURCE}");
         let error = from_toml(&text).unwrap_err().to_string();
         assert!(error.starts_with("console.trusted_proxies: "), "{error}");
         let text = format!("[console]\nlisten = \"127.0.0.1:9090\"\n{SOURCE}");

@@ -94,7 +94,10 @@ pub async fn event_json(
     user_or_401!(console, headers, peer);
     match reads::event(&console, &source, &event_id).await {
         Ok(Some(event)) => Json(event).into_response(),
-        Ok(None) => problem(StatusCode::NOT_FOUND, "no such event (or its record expired)"),
+        Ok(None) => problem(
+            StatusCode::NOT_FOUND,
+            "no such event (or its record expired)",
+        ),
         Err(error) => read_failed(error),
     }
 }
@@ -107,7 +110,10 @@ pub async fn dead_letters_json(
 ) -> Response {
     user_or_401!(console, headers, peer);
     let Some(store) = &console.store else {
-        return problem(StatusCode::CONFLICT, "no dead letters without a Redis store");
+        return problem(
+            StatusCode::CONFLICT,
+            "no dead letters without a Redis store",
+        );
     };
     let routes: Vec<&str> = match query.get("route") {
         Some(route) => vec![route.as_str()],

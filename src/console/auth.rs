@@ -77,7 +77,10 @@ impl Access {
     /// so neither a match's position nor a near miss shows in the time taken.
     pub fn by_token(&self, token: &str) -> Option<Principal> {
         let mut found = None;
-        for (role, tokens) in [(Role::Operator, &self.operators), (Role::Viewer, &self.viewers)] {
+        for (role, tokens) in [
+            (Role::Operator, &self.operators),
+            (Role::Viewer, &self.viewers),
+        ] {
             for (index, secret) in tokens.iter().enumerate() {
                 let equal: bool = secret.expose().as_bytes().ct_eq(token.as_bytes()).into();
                 if equal && found.is_none() {
@@ -249,7 +252,10 @@ mod tests {
         headers.insert("x-user", "alice".parse().unwrap());
         let proxy: IpAddr = "10.0.0.1".parse().unwrap();
         let other: IpAddr = "10.0.0.2".parse().unwrap();
-        assert_eq!(access.by_peer(proxy, &headers).unwrap().role, Role::Operator);
+        assert_eq!(
+            access.by_peer(proxy, &headers).unwrap().role,
+            Role::Operator
+        );
         assert!(access.by_peer(other, &headers).is_none());
         headers.insert("x-user", "bob".parse().unwrap());
         assert_eq!(access.by_peer(proxy, &headers).unwrap().role, Role::Viewer);

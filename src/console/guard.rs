@@ -33,9 +33,18 @@ pub async fn limit(State(console): State<Arc<Console>>, request: Request, next: 
 pub async fn secure(response: Response) -> Response {
     let mut response = response;
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers
         .entry(header::CACHE_CONTROL)
@@ -73,7 +82,11 @@ pub fn page_user(console: &Console, headers: &HeaderMap, peer: SocketAddr) -> Op
 
 /// The `Set-Cookie` value of session `id`.
 pub fn session_cookie(console: &Console, id: &str) -> HeaderValue {
-    let secure = if console.secure_cookie { "; Secure" } else { "" };
+    let secure = if console.secure_cookie {
+        "; Secure"
+    } else {
+        ""
+    };
     let max_age = console.sessions.ttl().as_secs();
     HeaderValue::from_str(&format!(
         "{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"

@@ -93,7 +93,10 @@ pub async fn overview(console: &Console) -> Result<Overview, StoreError> {
             };
             for source in &route.per_source {
                 for stream in source.streams.iter().chain([&source.replays]) {
-                    row.backlog += store.group_backlog(stream, &route.group).await?.unwrap_or(0);
+                    row.backlog += store
+                        .group_backlog(stream, &route.group)
+                        .await?
+                        .unwrap_or(0);
                     let (pending, oldest) = store.pending_summary(stream, &route.group).await?;
                     row.pending += pending;
                     let age = oldest

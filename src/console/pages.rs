@@ -307,8 +307,14 @@ pub async fn audit_page(
 pub async fn stylesheet() -> Response {
     (
         [
-            (header::CONTENT_TYPE, HeaderValue::from_static("text/css; charset=utf-8")),
-            (header::CACHE_CONTROL, HeaderValue::from_static("max-age=3600")),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/css; charset=utf-8"),
+            ),
+            (
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("max-age=3600"),
+            ),
         ],
         include_str!("assets/console.css"),
     )

@@ -101,10 +101,12 @@ pub async fn events(
         }
     }
     // Partitions interleave in time: the newest PAGE of all of them, by entry ID.
-    rows.sort_by(|a, b| entry_order(&b.entry_id).cmp(&entry_order(&a.entry_id)));
+    rows.sort_by_key(|row| std::cmp::Reverse(entry_order(&row.entry_id)));
     let more = rows.len() > PAGE;
     rows.truncate(PAGE);
-    let next_before = more.then(|| rows.last().map(|r| r.entry_id.clone())).flatten();
+    let next_before = more
+        .then(|| rows.last().map(|r| r.entry_id.clone()))
+        .flatten();
     Ok(EventsPage {
         source: source.to_owned(),
         events: rows,
@@ -114,7 +116,8 @@ pub async fn events(
 
 fn is_entry_id(text: &str) -> bool {
     let mut parts = text.splitn(2, '-');
-    let numeric = |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    let numeric =
+        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
     numeric(parts.next()) && numeric(parts.next())
 }
 
@@ -218,7 +221,9 @@ pub async fn event(
                 None => "unreadable",
             }
             .into(),
-            fingerprint: parsed.map(|p| p.fingerprint().to_owned()).unwrap_or_default(),
+            fingerprint: parsed
+                .map(|p| p.fingerprint().to_owned())
+                .unwrap_or_default(),
             window_left_ms: u64::try_from(ttl).ok(),
         },
     };

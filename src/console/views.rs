@@ -151,7 +151,9 @@ pub fn span(ms: &u64) -> String {
 
 /// Text of a unix-ms string field (dead letters keep theirs as text).
 pub fn time_text(ms: &str) -> String {
-    ms.parse().map(|ms| time(&ms)).unwrap_or_else(|_| ms.to_owned())
+    ms.parse()
+        .map(|ms| time(&ms))
+        .unwrap_or_else(|_| ms.to_owned())
 }
 
 /// A 0–1 rate as a percentage.

@@ -82,7 +82,10 @@ pub async fn perform(console: &Console, who: &Principal, write: &Write<'_>) -> D
                 Action::Delete => "deleted",
             };
             let message = if count == 0 {
-                format!("Nothing {verb}: dead letter {} is no longer there.", write.id)
+                format!(
+                    "Nothing {verb}: dead letter {} is no longer there.",
+                    write.id
+                )
             } else {
                 format!("Dead letter {} {verb}.", write.id)
             };

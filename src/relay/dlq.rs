@@ -138,7 +138,10 @@ pub async fn newest(
     let route = route(settings, route_name)?;
     let mut out = Vec::new();
     for source in &route.per_source {
-        for entry in store.rev_range(&source.dead_letters, "+", "-", count).await? {
+        for entry in store
+            .rev_range(&source.dead_letters, "+", "-", count)
+            .await?
+        {
             out.push(DeadLetter::of(&source.name, &entry));
         }
     }

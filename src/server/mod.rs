@@ -195,9 +195,9 @@ impl Listeners {
             listeners.proxies.push((name.clone(), listener));
         }
         if let Some(listen) = settings.console.listen {
-            let listener = TcpListener::bind(listen).await.map_err(|e| {
-                io::Error::new(e.kind(), format!("console.listen = {listen}: {e}"))
-            })?;
+            let listener = TcpListener::bind(listen)
+                .await
+                .map_err(|e| io::Error::new(e.kind(), format!("console.listen = {listen}: {e}")))?;
             listeners.console = Some(listener);
         }
         Ok(listeners)

@@ -141,7 +141,11 @@ impl RedisStore {
         let call = async move {
             let mut pipe = redis::pipe();
             for (field, amount) in counts {
-                pipe.cmd("HINCRBY").arg(key).arg(field).arg(*amount).ignore();
+                pipe.cmd("HINCRBY")
+                    .arg(key)
+                    .arg(field)
+                    .arg(*amount)
+                    .ignore();
             }
             pipe.cmd("EXPIRE").arg(key).arg(ttl_s).ignore();
             pipe.query_async::<()>(&mut connection).await?;

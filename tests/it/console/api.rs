@@ -15,7 +15,10 @@ async fn get(app: &TestApp, token: Option<&str>, path: &str) -> (u16, Value) {
     }
     let response = request.send().await.unwrap();
     let status = response.status().as_u16();
-    (status, serde_json::from_str(&response.text().await.unwrap()).unwrap_or(Value::Null))
+    (
+        status,
+        serde_json::from_str(&response.text().await.unwrap()).unwrap_or(Value::Null),
+    )
 }
 
 async fn post(app: &TestApp, token: &str, path: &str) -> (u16, Value) {
@@ -26,7 +29,10 @@ async fn post(app: &TestApp, token: &str, path: &str) -> (u16, Value) {
         .await
         .unwrap();
     let status = response.status().as_u16();
-    (status, serde_json::from_str(&response.text().await.unwrap()).unwrap_or(Value::Null))
+    (
+        status,
+        serde_json::from_str(&response.text().await.unwrap()).unwrap_or(Value::Null),
+    )
 }
 
 /// GETs `path` as the viewer until `done` holds of its JSON, for at most 15 s.
@@ -73,15 +79,29 @@ async fn the_api_needs_a_token_and_a_viewer_cannot_write() {
     let first = &audit["entries"][0];
     assert_eq!(first["who"], "viewer-token-1", "{audit}");
     assert_eq!(first["action"], "dead_letter.replay");
-    assert!(first["result"].as_str().unwrap().starts_with("refused"), "{audit}");
-    assert!(!audit.to_string().contains(VIEWER), "a token in the audit log: {audit}");
+    assert!(
+        first["result"].as_str().unwrap().starts_with("refused"),
+        "{audit}"
+    );
+    assert!(
+        !audit.to_string().contains(VIEWER),
+        "a token in the audit log: {audit}"
+    );
 
     worker.heal("billing", "evt_api_dead");
     let (status, body) = post(&app, OPERATOR, &replay).await;
-    assert_eq!((status, body["replayed"].as_u64()), (200, Some(1)), "{body}");
+    assert_eq!(
+        (status, body["replayed"].as_u64()),
+        (200, Some(1)),
+        "{body}"
+    );
     // A second click finds nothing to replay: the event is delivered once.
     let (status, body) = post(&app, OPERATOR, &replay).await;
-    assert_eq!((status, body["replayed"].as_u64()), (200, Some(0)), "{body}");
+    assert_eq!(
+        (status, body["replayed"].as_u64()),
+        (200, Some(0)),
+        "{body}"
+    );
     worker
         .wait_acknowledged("billing", &["evt_api_dead".to_owned()], 10)
         .await;
@@ -114,9 +134,19 @@ async fn an_event_shows_its_fields_duplicates_and_relay_state() {
     let (status, page) = get(&app, Some(VIEWER), "/api/v1/events?source=stripe").await;
     assert_eq!(status, 200);
     assert_eq!(page["events"][0]["event_id"], "evt_fields", "{page}");
-    let (_, found) = get(&app, Some(VIEWER), "/api/v1/events?source=stripe&id=evt_fields").await;
+    let (_, found) = get(
+        &app,
+        Some(VIEWER),
+        "/api/v1/events?source=stripe&id=evt_fields",
+    )
+    .await;
     assert_eq!(found["events"].as_array().unwrap().len(), 1, "{found}");
-    let (_, none) = get(&app, Some(VIEWER), "/api/v1/events?source=stripe&id=evt_nope").await;
+    let (_, none) = get(
+        &app,
+        Some(VIEWER),
+        "/api/v1/events?source=stripe&id=evt_nope",
+    )
+    .await;
     assert_eq!(none["events"].as_array().unwrap().len(), 0, "{none}");
 
     let event = poll(&app, "/api/v1/events/stripe/evt_fields", |event| {
@@ -126,7 +156,10 @@ async fn an_event_shows_its_fields_duplicates_and_relay_state() {
     assert_eq!(event["source"], "stripe");
     assert_eq!(event["event_id"], "evt_fields");
     assert_eq!(event["event_type"], "invoice.paid");
-    assert!(event["received_at"].as_u64().unwrap() > 1_700_000_000_000, "{event}");
+    assert!(
+        event["received_at"].as_u64().unwrap() > 1_700_000_000_000,
+        "{event}"
+    );
     assert_eq!(event["body"], String::from_utf8(body).unwrap());
     assert_eq!(event["duplicates"]["count"], 2, "{event}");
     assert!(event["duplicates"]["last_at"].as_u64().is_some(), "{event}");
@@ -144,7 +177,10 @@ async fn an_event_shows_its_fields_duplicates_and_relay_state() {
     let relay = &dead["relay"][0];
     assert_eq!(relay["state"], "dead_lettered", "{dead}");
     assert_eq!(relay["attempts"], 2, "{dead}");
-    assert!(relay["last_error"].as_str().unwrap().contains("500"), "{dead}");
+    assert!(
+        relay["last_error"].as_str().unwrap().contains("500"),
+        "{dead}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,7 +191,11 @@ async fn the_overview_counts_what_was_sent_across_the_cluster() {
         send(&app, id, "invoice.paid").await;
     }
     let bad = app
-        .post("stripe", b"{}", &[("stripe-signature".into(), "t=1,v1=00".into())])
+        .post(
+            "stripe",
+            b"{}",
+            &[("stripe-signature".into(), "t=1,v1=00".into())],
+        )
         .await;
     assert_eq!(bad.status(), 401);
     let overview = poll(&app, "/api/v1/overview", |overview| {
@@ -172,7 +212,10 @@ async fn the_overview_counts_what_was_sent_across_the_cluster() {
         .find(|s| s["source"] == "stripe")
         .unwrap();
     assert_eq!(stripe["last_hour"]["duplicates"], 1, "{overview}");
-    assert_eq!(stripe["last_hour"]["rejected_by_outcome"]["invalid_signature"], 1);
+    assert_eq!(
+        stripe["last_hour"]["rejected_by_outcome"]["invalid_signature"],
+        1
+    );
     assert_eq!(stripe["per_minute"].as_array().unwrap().len(), 60);
     assert_eq!(overview["routes"][0]["route"], "billing");
     assert_eq!(overview["store"]["healthy"], true);

@@ -100,7 +100,11 @@ async fn login(browser: &Client, app: &TestApp, token: &str) {
         .click()
         .await
         .unwrap();
-    browser.wait().for_element(Locator::Css("#who")).await.unwrap();
+    browser
+        .wait()
+        .for_element(Locator::Css("#who"))
+        .await
+        .unwrap();
 }
 
 async fn text(browser: &Client, css: &str) -> String {
@@ -131,7 +135,10 @@ async fn until_text(browser: &Client, app: &TestApp, path: &str, css: &str, want
         if now == want {
             return;
         }
-        assert!(Instant::now() < deadline, "{path} {css}: {now:?}, not {want:?}");
+        assert!(
+            Instant::now() < deadline,
+            "{path} {css}: {now:?}, not {want:?}"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
@@ -185,7 +192,10 @@ async fn an_operator_follows_an_event_and_replays_a_dead_letter_in_chromium() {
         .click()
         .await
         .unwrap();
-    let rows = operator.find_all(Locator::Css("#events a.event")).await.unwrap();
+    let rows = operator
+        .find_all(Locator::Css("#events a.event"))
+        .await
+        .unwrap();
     assert_eq!(rows.len(), 1, "one event found by its ID");
     rows[0].click().await.unwrap();
     operator
@@ -194,7 +204,9 @@ async fn an_operator_follows_an_event_and_replays_a_dead_letter_in_chromium() {
         .await
         .unwrap();
     assert_eq!(text(&operator, "#event-id").await, "evt_browser_1");
-    assert!(text(&operator, "#duplicates").await.starts_with("1, the last at"));
+    assert!(text(&operator, "#duplicates")
+        .await
+        .starts_with("1, the last at"));
     screenshot(&operator, "console-event").await;
 
     let hostile_page = url(&app, "/events/stripe/evt_browser_xss");
@@ -214,7 +226,13 @@ async fn an_operator_follows_an_event_and_replays_a_dead_letter_in_chromium() {
         .await
         .unwrap();
     let replay = format!("tr[data-id='{letter}'] button.replay");
-    viewer.find(Locator::Css(&replay)).await.unwrap().click().await.unwrap();
+    viewer
+        .find(Locator::Css(&replay))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     let notice = text(&viewer, "#notice").await;
     assert!(notice.contains("viewers may not write"), "{notice}");
     viewer.close().await.unwrap();
@@ -224,7 +242,13 @@ async fn an_operator_follows_an_event_and_replays_a_dead_letter_in_chromium() {
         .await
         .unwrap();
     screenshot(&operator, "console-dead-letters").await;
-    operator.find(Locator::Css(&replay)).await.unwrap().click().await.unwrap();
+    operator
+        .find(Locator::Css(&replay))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     let notice = text(&operator, "#notice").await;
     assert_eq!(notice, format!("Dead letter {letter} replayed."));
     worker

@@ -14,7 +14,10 @@ async fn login(app: &TestApp, token: &str) -> String {
         .await
         .unwrap();
     assert_eq!(response.status(), 303, "login with a valid token");
-    let cookie = response.headers()["set-cookie"].to_str().unwrap().to_owned();
+    let cookie = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
         assert!(cookie.contains(attribute), "{cookie}");
     }
@@ -91,9 +94,16 @@ async fn pages_need_a_login_and_writes_need_the_csrf_token() {
         .await
         .unwrap();
     assert_eq!(refused.status(), 403);
-    assert!(refused.text().await.unwrap().contains("viewers may not write"));
+    assert!(refused
+        .text()
+        .await
+        .unwrap()
+        .contains("viewers may not write"));
     let redis = app.redis.as_ref().unwrap();
-    assert_eq!(crate::relay::xlen(redis, &dead_letters("stripe", "billing")), 1);
+    assert_eq!(
+        crate::relay::xlen(redis, &dead_letters("stripe", "billing")),
+        1
+    );
 
     worker.heal("billing", "evt_page_dead");
     let replayed = client()
@@ -109,9 +119,16 @@ async fn pages_need_a_login_and_writes_need_the_csrf_token() {
         .wait_acknowledged("billing", &["evt_page_dead".to_owned()], 10)
         .await;
     let (_, audit) = page(&app, &viewer, "/audit").await;
-    assert_eq!(audit.matches("missing or wrong CSRF token").count(), 2, "{audit}");
+    assert_eq!(
+        audit.matches("missing or wrong CSRF token").count(),
+        2,
+        "{audit}"
+    );
     assert!(audit.contains("viewers may not write"), "{audit}");
-    assert!(!audit.contains(OPERATOR) && !audit.contains(VIEWER), "{audit}");
+    assert!(
+        !audit.contains(OPERATOR) && !audit.contains(VIEWER),
+        "{audit}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,7 +144,9 @@ async fn payloads_are_shown_escaped_in_every_page() {
     })
     .to_string();
     assert_eq!(
-        app.deliver("stripe", body.as_bytes(), &now()).await.status(),
+        app.deliver("stripe", body.as_bytes(), &now())
+            .await
+            .status(),
         200
     );
     let viewer = login(&app, VIEWER).await;
@@ -146,7 +165,10 @@ async fn payloads_are_shown_escaped_in_every_page() {
     let (_, html) = page(&app, &viewer, "/events/stripe/evt_xss").await;
     // askama writes numeric character references: `&#60;` for `<`, `&#34;` for `"`.
     assert!(html.contains("&#60;script&#62;document.title"), "{html}");
-    assert!(html.contains("&#34;&#62;&#60;img src=x onerror=alert(1)&#62;"), "{html}");
+    assert!(
+        html.contains("&#34;&#62;&#60;img src=x onerror=alert(1)&#62;"),
+        "{html}"
+    );
 }
 
 fn urlencode(text: &str) -> String {

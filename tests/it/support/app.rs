@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 pub use hookonce::app::{App, StartError};
 use hookonce::config::{
-    ConsoleSettings, ProxySettings, RelaySettings, ServerSettings, ServiceUrl, Settings, SinkKind, SinkSettings,
-    SourceSettings, StoreBackend, StoreSettings, StoreTopology,
+    ConsoleSettings, ProxySettings, RelaySettings, ServerSettings, ServiceUrl, Settings, SinkKind,
+    SinkSettings, SourceSettings, StoreBackend, StoreSettings, StoreTopology,
 };
 use hookonce::server::{self, Listeners};
 use hookonce::webhooks::providers::{self, Provider, SignOptions};

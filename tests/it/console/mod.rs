@@ -3,6 +3,7 @@
 //! HTTP (`api.rs`, `pages.rs`) and by a real browser (`browser.rs`: Debian's chromium driven
 //! over WebDriver). This file holds the setup they share.
 
+mod access;
 mod api;
 mod browser;
 mod pages;

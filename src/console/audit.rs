@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use crate::config::Settings;
 use crate::store::{RedisStore, StoreError};
 
 /// One audited write.
@@ -48,7 +49,7 @@ impl Audit {
     pub async fn append(&self, mut entry: AuditEntry) -> Result<(), StoreError> {
         entry.at = now_ms();
         tracing::info!(
-            message = "Console write.",
+            message = "Audited write.",
             who = entry.who,
             role = entry.role,
             action = entry.action,
@@ -95,6 +96,36 @@ impl Audit {
             })
             .collect())
     }
+}
+
+/// Appends a write made with the command line (`dlq replay`, `dlq drop`, `redeliver`,
+/// `forget`) to the audit log the console shows, named `cli:$USER`. A failure to append is
+/// returned for the command to report; the write itself is done.
+pub async fn record_cli(
+    settings: &Settings,
+    store: &RedisStore,
+    action: &str,
+    target: String,
+    result: String,
+) -> Result<(), StoreError> {
+    let who = match std::env::var("USER") {
+        Ok(user) if !user.is_empty() => format!("cli:{user}"),
+        _ => "cli".to_owned(),
+    };
+    let audit = Audit::new(
+        Some(store.clone()),
+        &settings.store.key_prefix,
+        settings.console.audit_max_entries,
+    );
+    let entry = AuditEntry {
+        at: 0,
+        who,
+        role: "cli".to_owned(),
+        action: action.to_owned(),
+        target,
+        result,
+    };
+    audit.append(entry).await
 }
 
 pub fn now_ms() -> u64 {

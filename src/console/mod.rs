@@ -24,7 +24,7 @@ mod state;
 mod views;
 mod writes;
 
-pub use audit::AuditEntry;
+pub use audit::{record_cli, AuditEntry};
 pub use auth::{Principal, Role};
 pub use guard::CSP;
 pub use router::router;

@@ -7,13 +7,16 @@
 //!   concurrency limit, the security headers and who a request is from.
 //! - `reads.rs`: events and one event from Redis; `overview.rs`: the overview's numbers;
 //!   `counts.rs`: the cluster-wide per-minute counts; `audit.rs`: the audit log.
-//! - `writes.rs`: replay and delete through `relay::dlq`, audited.
+//! - `writes.rs`: replay and delete through `relay::dlq`, audited; `batch.rs`: replaying a
+//!   filtered set, after a preview of how many.
 //! - `pages.rs` and `views.rs` (askama templates in `templates/`, the stylesheet in `assets/`):
 //!   the HTML; `api.rs`: the JSON.
 
 mod api;
 mod audit;
 mod auth;
+mod batch;
+mod batch_http;
 mod counts;
 mod guard;
 mod overview;

@@ -23,7 +23,7 @@ use super::writes::{self, Action, Write};
 use crate::relay::dlq;
 
 /// A rendered page with its status, and the session cookie when one was just opened.
-fn page(status: StatusCode, user: Option<&PageUser>, body: impl Template) -> Response {
+pub(super) fn page(status: StatusCode, user: Option<&PageUser>, body: impl Template) -> Response {
     let html = match body.render() {
         Ok(html) => html,
         Err(error) => {
@@ -43,7 +43,7 @@ fn page(status: StatusCode, user: Option<&PageUser>, body: impl Template) -> Res
     response
 }
 
-fn nav(session: &Session) -> Nav {
+pub(super) fn nav(session: &Session) -> Nav {
     Nav {
         who: session.principal.who.clone(),
         role: session.principal.role.label().to_owned(),
@@ -211,7 +211,7 @@ pub async fn event_page(
 }
 
 /// The dead letters page of `route` (the first route when empty), with a notice.
-async fn dead_letters_view(
+pub(super) async fn dead_letters_view(
     console: &Console,
     user: &PageUser,
     route: &str,

@@ -8,7 +8,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use super::state::Console;
-use super::{api, guard, pages};
+use super::{api, batch_http, guard, pages};
 
 /// The router of the console's listener.
 pub fn router(console: Arc<Console>) -> Router {
@@ -22,6 +22,10 @@ pub fn router(console: Arc<Console>) -> Router {
             "/dead-letters/{route}/{id}",
             axum::routing::delete(api::delete_json),
         )
+        .route(
+            "/dead-letters/{route}/replay-matching",
+            get(batch_http::preview_json).post(batch_http::replay_json),
+        )
         .route("/audit", get(api::audit_json));
     Router::new()
         .route("/", get(pages::overview_page))
@@ -33,6 +37,10 @@ pub fn router(console: Arc<Console>) -> Router {
         .route(
             "/dead-letters/{route}/{id}/{action}",
             post(pages::dead_letter_write),
+        )
+        .route(
+            "/dead-letters/{route}/replay-matching",
+            get(batch_http::preview_page).post(batch_http::replay_page),
         )
         .route("/audit", get(pages::audit_page))
         .route("/assets/console.css", get(pages::stylesheet))

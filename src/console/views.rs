@@ -67,6 +67,16 @@ pub struct DeadLettersView {
 }
 
 #[derive(Template)]
+#[template(path = "replay_preview.html")]
+pub struct ReplayPreview {
+    pub nav: Nav,
+    pub route: String,
+    pub source: String,
+    pub event_type: String,
+    pub count: usize,
+}
+
+#[derive(Template)]
 #[template(path = "audit.html")]
 pub struct AuditView {
     pub nav: Nav,

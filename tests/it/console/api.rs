@@ -5,8 +5,9 @@
 use serde_json::Value;
 
 use super::*;
-use crate::relay::stripe_event;
+use crate::relay::{dead_letters, send, stripe_event, xlen};
 use crate::support::now;
+use crate::support::relay_worker::Answer;
 
 async fn get(app: &TestApp, token: Option<&str>, path: &str) -> (u16, Value) {
     let mut request = client().get(url(app, path));
@@ -226,4 +227,59 @@ async fn the_overview_counts_what_was_sent_across_the_cluster() {
         .query(&mut redis)
         .unwrap();
     assert!(!keys.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filtered_replay_counts_first_and_replays_only_what_matches() {
+    let worker = RelayWorker::start().await;
+    let app = start(&worker).await;
+    let sent = [
+        ("evt_f1", "invoice.paid"),
+        ("evt_f2", "invoice.voided"),
+        ("evt_f3", "charge.failed"),
+    ];
+    for (id, event_type) in sent {
+        worker.poison("billing", id, Answer::status(500));
+        send(&app, id, event_type).await;
+    }
+    let redis = app.redis.as_ref().unwrap();
+    let dlq = dead_letters("stripe", "billing");
+    eventually(10, "three dead letters", || {
+        let len = xlen(redis, &dlq);
+        async move { len == 3 }
+    })
+    .await;
+    let path = "/api/v1/dead-letters/billing/replay-matching?event_type=invoice.*";
+    let (status, preview) = get(&app, Some(VIEWER), path).await;
+    assert_eq!(
+        (status, preview["count"].as_u64()),
+        (200, Some(2)),
+        "{preview}"
+    );
+    let (status, _) = post(&app, VIEWER, path).await;
+    assert_eq!(status, 403);
+    assert_eq!(xlen(redis, &dlq), 3);
+    for (id, _) in sent {
+        worker.heal("billing", id);
+    }
+    let (status, body) = post(&app, OPERATOR, &format!("{path}&previewed=2")).await;
+    assert_eq!(
+        (status, body["replayed"].as_u64()),
+        (200, Some(2)),
+        "{body}"
+    );
+    worker
+        .wait_acknowledged("billing", &["evt_f1".to_owned(), "evt_f2".to_owned()], 10)
+        .await;
+    let left = crate::relay::xrange(redis, &dlq);
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].1["event_id"], "evt_f3");
+    let (_, audit) = get(&app, Some(VIEWER), "/api/v1/audit").await;
+    let newest = &audit["entries"][0];
+    assert_eq!(newest["action"], "dead_letter.replay_matching");
+    assert_eq!(newest["target"], "billing (source=* event_type=invoice.*)");
+    assert_eq!(
+        newest["result"],
+        "Replayed 2 dead letters (the preview counted 2)."
+    );
 }

@@ -7,6 +7,7 @@
 //!   concurrency limit, the security headers and who a request is from.
 //! - `reads.rs`: events and one event from Redis; `overview.rs`: the overview's numbers;
 //!   `counts.rs`: the cluster-wide per-minute counts; `audit.rs`: the audit log.
+//! - `keys.rs` and `keys_http.rs`: proxy keys looked up and forgotten.
 //! - `writes.rs`: replay and delete through `relay::dlq`, audited; `batch.rs`: replaying a
 //!   filtered set, after a preview of how many.
 //! - `pages.rs` and `views.rs` (askama templates in `templates/`, the stylesheet in `assets/`):
@@ -19,6 +20,8 @@ mod batch;
 mod batch_http;
 mod counts;
 mod guard;
+mod keys;
+mod keys_http;
 mod overview;
 mod pages;
 mod reads;

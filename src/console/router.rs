@@ -8,7 +8,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use super::state::Console;
-use super::{api, batch_http, guard, pages};
+use super::{api, batch_http, guard, keys_http, pages};
 
 /// The router of the console's listener.
 pub fn router(console: Arc<Console>) -> Router {
@@ -26,6 +26,10 @@ pub fn router(console: Arc<Console>) -> Router {
             "/dead-letters/{route}/replay-matching",
             get(batch_http::preview_json).post(batch_http::replay_json),
         )
+        .route(
+            "/keys",
+            get(keys_http::key_json).delete(keys_http::forget_json),
+        )
         .route("/audit", get(api::audit_json));
     Router::new()
         .route("/", get(pages::overview_page))
@@ -42,6 +46,11 @@ pub fn router(console: Arc<Console>) -> Router {
             "/dead-letters/{route}/replay-matching",
             get(batch_http::preview_page).post(batch_http::replay_page),
         )
+        .route(
+            "/keys",
+            get(keys_http::keys_page).post(keys_http::look_up_page),
+        )
+        .route("/keys/forget", post(keys_http::forget_page))
         .route("/audit", get(pages::audit_page))
         .route("/assets/console.css", get(pages::stylesheet))
         .nest("/api/v1", api)

@@ -5,6 +5,7 @@
 use askama::Template;
 
 use super::audit::AuditEntry;
+use super::keys::KeyState;
 use super::overview::{MinuteCounts, Overview};
 use super::reads::{EventDetail, EventsPage};
 use crate::relay::dlq::DeadLetter;
@@ -74,6 +75,26 @@ pub struct ReplayPreview {
     pub source: String,
     pub event_type: String,
     pub count: usize,
+}
+
+#[derive(Template)]
+#[template(path = "keys.html")]
+pub struct KeysView {
+    pub nav: Nav,
+    pub proxies: Vec<String>,
+    pub form: KeyFormView,
+    pub looked_up: bool,
+    pub found: Option<KeyState>,
+}
+
+/// What the keys form shows again (the principal's headers included: it is the user's own).
+#[derive(Debug, Clone, Default)]
+pub struct KeyFormView {
+    pub proxy: String,
+    pub method: String,
+    pub path: String,
+    pub key: String,
+    pub principal: String,
 }
 
 #[derive(Template)]

@@ -6,6 +6,7 @@
 mod access;
 mod api;
 mod browser;
+mod keys;
 mod pages;
 mod scale;
 

@@ -2,8 +2,9 @@
 //! (chromedriver, spawned on a free port) with fantoccini. An operator logs in, sees the
 //! overview count what was sent, finds an event by its ID, opens it and sees its duplicate, sees
 //! an attacker's `<script>` payload as text that never runs, and replays a dead letter that the
-//! worker then receives; a viewer's replay is refused. With `HOOKONCE_SCREENSHOTS=DIR` the run
-//! saves its screenshots there (docs/img/ holds the README's).
+//! worker then receives; a viewer's replay is refused, and so is a form without its CSRF token.
+//! With `HOOKONCE_SCREENSHOTS=DIR` the run saves its screenshots there (docs/img/ holds the
+//! README's).
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -242,6 +243,27 @@ async fn an_operator_follows_an_event_and_replays_a_dead_letter_in_chromium() {
         .await
         .unwrap();
     screenshot(&operator, "console-dead-letters").await;
+    // A form whose CSRF token was taken out is refused, and the dead letter stays.
+    operator
+        .execute(
+            "document.querySelectorAll('input[name=csrf]').forEach(e => e.remove())",
+            vec![],
+        )
+        .await
+        .unwrap();
+    operator
+        .find(Locator::Css(&replay))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let notice = text(&operator, "#notice").await;
+    assert!(notice.contains("missing or wrong CSRF token"), "{notice}");
+    operator
+        .goto(&url(&app, "/dead-letters?route=billing"))
+        .await
+        .unwrap();
     operator
         .find(Locator::Css(&replay))
         .await
@@ -257,6 +279,10 @@ async fn an_operator_follows_an_event_and_replays_a_dead_letter_in_chromium() {
     operator.goto(&url(&app, "/audit")).await.unwrap();
     let audit = text(&operator, "#audit").await;
     assert!(audit.contains("refused: viewers may not write"), "{audit}");
+    assert!(
+        audit.contains("refused: missing or wrong CSRF token"),
+        "{audit}"
+    );
     assert!(audit.contains("replayed"), "{audit}");
     screenshot(&operator, "console-audit").await;
     operator.close().await.unwrap();

@@ -108,9 +108,12 @@ async fn login(browser: &Client, app: &TestApp, token: &str) {
         .unwrap();
 }
 
+/// The text of the element `css`, waiting for it to appear (a click's page may still load).
 async fn text(browser: &Client, css: &str) -> String {
     browser
-        .find(Locator::Css(css))
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(css))
         .await
         .unwrap_or_else(|e| panic!("{css}: {e}"))
         .text()
@@ -193,6 +196,18 @@ async fn an_operator_follows_an_event_and_replays_a_dead_letter_in_chromium() {
         .click()
         .await
         .unwrap();
+    // The click loads another page: wait for it before reading its rows.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !operator
+        .current_url()
+        .await
+        .unwrap()
+        .as_str()
+        .contains("id=evt_browser_1")
+    {
+        assert!(Instant::now() < deadline, "the search did not load");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let rows = operator
         .find_all(Locator::Css("#events a.event"))
         .await

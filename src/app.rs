@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use crate::admission::Admission;
 use crate::body::BodyReader;
 use crate::config::{ConfigError, Settings, SinkKind};
+use crate::console::Console;
 use crate::forward;
 use crate::ledger::{self, Ledger};
 use crate::metrics::Metrics;
@@ -35,6 +36,8 @@ pub struct App {
     pub redis: Option<RedisStore>,
     /// The Idempotency-Key proxies, in name order; they share the ledger.
     pub proxies: Vec<Arc<Proxy>>,
+    /// The web console (`console.listen`).
+    pub console: Option<Arc<Console>>,
     /// The relay (`relay.enabled`), until `spawn_background_tasks` starts it.
     relay: std::sync::Mutex<Option<Relay>>,
     /// The relay's route credentials, which a reload replaces (empty without a relay).
@@ -110,7 +113,9 @@ impl App {
             _ => None,
         };
         let relay_credentials = relay.as_ref().map(Relay::credentials).unwrap_or_default();
+        let console = Console::build(&settings, redis.clone(), Arc::clone(&metrics))?.map(Arc::new);
         Ok(Self {
+            console,
             relay: std::sync::Mutex::new(relay),
             relay_credentials,
             stop: watch::channel(false).0,
@@ -145,6 +150,9 @@ impl App {
         self.spawn_metrics_upkeep();
         self.spawn_stream_sampler();
         self.spawn_relay();
+        if let Some(console) = &self.console {
+            console.spawn_counts();
+        }
     }
 
     /// Starts the relay (when `relay.enabled`) and the trimmer (`sink.trim = "acknowledged"`);

@@ -34,6 +34,7 @@ pub mod admission;
 pub mod app;
 pub mod body;
 pub mod config;
+pub mod console;
 pub mod event;
 pub mod forward;
 pub mod ledger;

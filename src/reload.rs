@@ -117,6 +117,9 @@ impl Reloader {
         let routes = self.routes.prepare(&settings)?;
         if let (Some(app), Some(sources)) = (&self.app, sources) {
             sources.apply(&app.ingest);
+            if let Some(console) = &app.console {
+                console.reload_access(&settings);
+            }
         }
         routes.apply();
         *running = tree;

@@ -80,6 +80,12 @@ pub(crate) fn run(settings: &Settings, lookup: &Lookup, forget: bool) -> anyhow:
             }
             store.delete_record(&key).await?;
             println!("forgot {key}: the next delivery or request with this key runs again");
+            let result = "forgotten".to_owned();
+            let audited =
+                hookonce::console::record_cli(settings, &store, "record.forget", key, result);
+            if let Err(error) = audited.await {
+                eprintln!("hookonce: the record is forgotten, but not in the audit log: {error}");
+            }
             return Ok(ExitCode::SUCCESS);
         }
         println!("key:         {key}");

@@ -146,20 +146,53 @@ pub(crate) fn dlq(settings: &Settings, command: &Dlq) -> anyhow::Result<ExitCode
             }
             Dlq::Replay(selection) => {
                 let (source, chosen) = selection.chosen();
+                let target = selection.target();
                 let n = dlq::replay(settings, &store, &selection.route, source, chosen).await?;
                 println!("replayed {n} dead letter(s) to route {}", selection.route);
+                let result = format!("replayed {n}");
+                audited(settings, &store, "dead_letter.replay", target, result).await;
             }
             Dlq::Drop(selection) => {
                 let (source, chosen) = selection.chosen();
+                let target = selection.target();
                 let n = dlq::drop(settings, &store, &selection.route, source, chosen).await?;
                 println!("dropped {n} dead letter(s) of route {}", selection.route);
+                let result = format!("deleted {n}");
+                audited(settings, &store, "dead_letter.delete", target, result).await;
             }
         }
         Ok(ExitCode::SUCCESS)
     })
 }
 
+/// Appends a write to the console's audit log; a failure is reported, the write stands.
+pub(crate) async fn audited(
+    settings: &Settings,
+    store: &RedisStore,
+    action: &str,
+    target: String,
+    result: String,
+) {
+    if let Err(error) = hookonce::console::record_cli(settings, store, action, target, result).await
+    {
+        eprintln!("hookonce: the write is done, but not in the audit log: {error}");
+    }
+}
+
 impl Selection {
+    /// What the audit log names: `route/id,id…` or `route/all`, and the source if given.
+    fn target(&self) -> String {
+        let ids = if self.all {
+            "all".to_owned()
+        } else {
+            self.ids.join(",")
+        };
+        match &self.source {
+            Some(source) => format!("{}/{ids} ({source})", self.route),
+            None => format!("{}/{ids}", self.route),
+        }
+    }
+
     fn chosen(&self) -> (Option<&str>, dlq::Selection) {
         let chosen = if self.all {
             dlq::Selection::All
@@ -250,6 +283,9 @@ pub(crate) fn redeliver(settings: &Settings, args: &Redeliver) -> anyhow::Result
             "handed stream entry {entry} (event {}) back to route {}",
             args.event_id, args.route
         );
+        let target = format!("{}/{} ({})", args.route, args.event_id, args.source);
+        let result = format!("handed stream entry {entry} back");
+        audited(settings, &store, "event.redeliver", target, result).await;
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -23,6 +23,11 @@ pub const LIVE_KEYS: &[&str] = &[
     "server.rejected_limit_burst",
     "relay.routes.*.signing_secret",
     "relay.routes.*.headers",
+    "console.viewer_tokens",
+    "console.operator_tokens",
+    "console.operators",
+    "console.identity_header",
+    "console.trusted_proxies",
 ];
 
 /// The keys whose values differ between `old` and `new`, as dotted paths (`sources.stripe.stream`,

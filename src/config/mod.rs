@@ -6,6 +6,7 @@
 //! that part's, run by `app::validate`.
 
 mod access;
+mod console;
 mod endpoints;
 mod error;
 mod live;
@@ -29,6 +30,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use access::{Cidr, Limit, Rate, MAX_BURST};
+pub use console::ConsoleSettings;
 pub use endpoints::{FRAMING_HEADERS, REDIS_TLS};
 pub use error::ConfigError;
 pub use live::{changes, Changes, LIVE_KEYS};
@@ -65,6 +67,9 @@ pub struct Settings {
     /// Delivery of the streams' events to internal HTTP workers.
     #[serde(default)]
     pub relay: RelaySettings,
+    /// The web console (`[console] listen`), off when absent.
+    #[serde(default)]
+    pub console: ConsoleSettings,
 }
 
 /// Where a daemon's configuration comes from, kept so that a reload (`SIGHUP`) reads the same.
@@ -196,6 +201,7 @@ impl Settings {
         self.server.validate()?;
         self.store.validate()?;
         self.sink.validate()?;
+        self.console.validate()?;
         let atomic = self.sink.kind == SinkKind::RedisStream;
         if atomic && self.store.backend == StoreBackend::Memory {
             return Err(ConfigError::invalid(
@@ -218,9 +224,10 @@ impl Settings {
         for (name, source) in &self.sources {
             validate_name("sources", name)?;
             source.validate(name)?;
-            // Within the source's slot, a stream named like a dedup record (`:d:`) or a body
-            // record (`:b:`) would be overwritten by such a record (or refuse it with WRONGTYPE).
-            for kind in ["d", "b"] {
+            // Within the source's slot, a stream named like a dedup record (`:d:`), a body
+            // record (`:b:`) or an event's duplicate count (`:n:`) would be overwritten by such a
+            // key (or refuse it with WRONGTYPE).
+            for kind in ["d", "b", "n"] {
                 let records = format!("{}:{{{name}}}:{kind}:", self.store.key_prefix);
                 if source
                     .stream
@@ -294,6 +301,9 @@ impl Settings {
         ];
         for (name, proxy) in &self.proxies {
             listeners.push((format!("proxies.{name}.listen"), proxy.listen));
+        }
+        if let Some(listen) = self.console.listen {
+            listeners.push(("console.listen".to_owned(), listen));
         }
         endpoints::check_listeners(&listeners)
     }

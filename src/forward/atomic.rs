@@ -37,7 +37,9 @@ use crate::util::BoxFuture;
 /// body_dedup, its body record key.
 /// ARGV = ttl ms, max_len (0 = no trim), source, provider, keys per event (1 or 2), confirm (`1`
 /// when `WAIT` follows: each duplicate's record of an accepted request is written again, same
-/// value and expiry, so that the `WAIT` behind the script covers it; else `0`), then per
+/// value and expiry, so that the `WAIT` behind the script covers it; else `0`), count duplicates
+/// (`1` when the daemon has a console: each duplicate adds to the hash `…:n:<event_id>` beside
+/// its record, which the console shows; else `0`), then per
 /// request: received_at, content_type (the request's, which the relay sends on; empty when
 /// absent), its number of events n, then per event of it: fingerprint, event_id, event_type, body.
 /// Returns one verdict per event, request after request: `n<entry ID>` new, `d<ack>` duplicate
@@ -46,8 +48,9 @@ use crate::util::BoxFuture;
 const FORWARD_SCRIPT: &str = r#"#!lua
 local per = tonumber(ARGV[5])
 local confirm = ARGV[6] == '1'
+local count_duplicates = ARGV[7] == '1'
 local verdicts = {}
-local a = 7
+local a = 8
 local k = 2
 local v = 0
 while a <= #ARGV do
@@ -66,6 +69,16 @@ while a <= #ARGV do
       elseif string.sub(record, -#fp - 1) == ' ' .. fp then
         verdicts[v + i] = 'd' .. string.sub(record, 1, -#fp - 2)
         found[i] = {KEYS[key], record}
+        if count_duplicates then
+          -- The event's duplicate arrivals (the console shows them): a hash beside the record,
+          -- in its slot, expiring with it; written only for duplicates, so unique events pay
+          -- nothing.
+          local dups = (string.gsub(KEYS[key], '}:d:', '}:n:', 1))
+          redis.call('HINCRBY', dups, 'count', 1)
+          redis.call('HSET', dups, 'last_at', received_at)
+          local ttl = redis.call('PTTL', KEYS[key])
+          if ttl > 0 then redis.call('PEXPIRE', dups, ttl) end
+        end
       else
         verdicts[v + i] = 'm'
         refused = true
@@ -128,6 +141,8 @@ pub struct ScriptRunner {
     max_len: u64,
     store_latency: Histogram,
     wait: Option<WaitReplicas>,
+    /// Whether duplicates are counted per event (`console.listen` is set).
+    count_duplicates: bool,
 }
 
 /// What every request of one stream shares: the stream and its source.
@@ -201,6 +216,7 @@ impl RedisForwarder {
             max_len: settings.sink.max_len,
             store_latency: metrics.store_op("forward"),
             wait,
+            count_duplicates: settings.console.listen.is_some(),
         };
         Ok(Self {
             coalescer: Coalescer::new(runner, limits, observe),
@@ -283,7 +299,8 @@ impl ScriptRunner {
             .arg(&stream.source)
             .arg(stream.provider)
             .arg(stream.keys_per_event)
-            .arg(if self.wait.is_some() { "1" } else { "0" });
+            .arg(if self.wait.is_some() { "1" } else { "0" })
+            .arg(if self.count_duplicates { "1" } else { "0" });
         for segment in segments {
             call.arg(segment.received_at_ms)
                 .arg(&segment.content_type)

@@ -127,6 +127,28 @@ pub async fn list(
     Ok(out)
 }
 
+/// The newest `count` dead letters of each source of `route_name`, newest first: a bounded
+/// read for the console, where `list` reads them all.
+pub async fn newest(
+    settings: &Settings,
+    store: &RedisStore,
+    route_name: &str,
+    count: usize,
+) -> Result<Vec<DeadLetter>, DlqError> {
+    let route = route(settings, route_name)?;
+    let mut out = Vec::new();
+    for source in &route.per_source {
+        for entry in store
+            .rev_range(&source.dead_letters, "+", "-", count)
+            .await?
+        {
+            out.push(DeadLetter::of(&source.name, &entry));
+        }
+    }
+    out.sort_by(|a, b| b.dead_lettered_at.cmp(&a.dead_lettered_at));
+    Ok(out)
+}
+
 async fn all_entries(store: &RedisStore, stream: &str) -> Result<Vec<StreamEntry>, StoreError> {
     let mut out = Vec::new();
     let mut start = "-".to_owned();

@@ -171,6 +171,8 @@ pub struct Listeners {
     pub metrics: TcpListener,
     /// One per configured proxy, by name.
     pub proxies: Vec<(String, TcpListener)>,
+    /// The console's (`console.listen`).
+    pub console: Option<TcpListener>,
 }
 
 impl Listeners {
@@ -180,6 +182,7 @@ impl Listeners {
             http: TcpListener::bind(http).await?,
             metrics: TcpListener::bind(metrics).await?,
             proxies: Vec::new(),
+            console: None,
         })
     }
 
@@ -196,6 +199,12 @@ impl Listeners {
             })?;
             listeners.proxies.push((name.clone(), listener));
         }
+        if let Some(listen) = settings.console.listen {
+            let listener = TcpListener::bind(listen)
+                .await
+                .map_err(|e| io::Error::new(e.kind(), format!("console.listen = {listen}: {e}")))?;
+            listeners.console = Some(listener);
+        }
         Ok(listeners)
     }
 
@@ -205,6 +214,14 @@ impl Listeners {
 
     pub fn metrics_addr(&self) -> io::Result<SocketAddr> {
         self.metrics.local_addr()
+    }
+
+    /// The bound address of the console's listener.
+    pub fn console_addr(&self) -> io::Result<SocketAddr> {
+        self.console
+            .as_ref()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no console listener"))?
+            .local_addr()
     }
 
     /// The bound address of the proxy `name`'s listener.
@@ -239,6 +256,9 @@ pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Outp
                 proxy = name
             ),
         }
+    }
+    if let (Some(listener), Some(console)) = (listeners.console, &app.console) {
+        served.push((listener, crate::console::router(Arc::clone(console)), false));
     }
     let graceful = Arc::new(GracefulShutdown::new());
     let (stop, stopped) = watch::channel(false);

@@ -18,6 +18,7 @@
 
 mod client_options;
 mod connection;
+mod console_calls;
 mod error;
 pub mod record;
 pub mod redis;
@@ -27,6 +28,7 @@ mod streams;
 
 use crate::config::{StoreBackend, StoreSettings};
 
+pub use self::console_calls::PendingEntry;
 pub use self::error::{with_timeout, RedisStartError, StoreError};
 pub use self::record::{Fingerprint, Record};
 pub use self::redis::{RedisStore, Script, ScriptCall, WaitReplicas, Waited};

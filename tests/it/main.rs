@@ -9,6 +9,7 @@ mod check_config_edges;
 mod cli;
 mod coalesce;
 mod coalesce_unreadable;
+mod console;
 mod crash;
 mod docs;
 mod hostile_config;

@@ -111,6 +111,13 @@ async fn list_then_replay_to_that_route_only_after_the_worker_is_fixed() {
         worker.summary()
     );
     assert_eq!(worker.acknowledged("billing")["evt_fine"], 1);
+    // The write is in the audit log the console shows, named after the command line.
+    let audit = xrange(redis, "hookonce:{console}:audit");
+    let (_, entry) = audit.last().expect("an audit entry");
+    assert_eq!(entry["action"], "dead_letter.replay", "{audit:?}");
+    assert_eq!(entry["target"], format!("billing/{letter_id}"));
+    assert_eq!(entry["result"], "replayed 1");
+    assert!(entry["who"].starts_with("cli"), "{audit:?}");
     app.stop().await;
 }
 

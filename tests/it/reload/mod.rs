@@ -1,6 +1,7 @@
 //! Reloading configuration and secret files on `SIGHUP`, with the real binary: a Stripe secret
 //! rotated under load, and the reloads that are refused and change nothing.
 
+mod console;
 mod refusals;
 mod rotation;
 

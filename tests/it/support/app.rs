@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 pub use hookonce::app::{App, StartError};
 use hookonce::config::{
-    ProxySettings, RelaySettings, ServerSettings, ServiceUrl, Settings, SinkKind, SinkSettings,
-    SourceSettings, StoreBackend, StoreSettings, StoreTopology,
+    ConsoleSettings, ProxySettings, RelaySettings, ServerSettings, ServiceUrl, Settings, SinkKind,
+    SinkSettings, SourceSettings, StoreBackend, StoreSettings, StoreTopology,
 };
 use hookonce::server::{self, Listeners};
 use hookonce::webhooks::providers::{self, Provider, SignOptions};
@@ -33,6 +33,8 @@ pub struct TestApp {
     pub metrics_addr: SocketAddr,
     /// Each proxy's bound listener, by name.
     pub proxy_addrs: BTreeMap<String, SocketAddr>,
+    /// The console's listener, when the builder configured one.
+    pub console_addr: Option<SocketAddr>,
     pub client: reqwest::Client,
     pub redis: Option<RedisServer>,
     pub sink_file: Option<PathBuf>,
@@ -95,6 +97,7 @@ impl Builder {
             sources: settings::default_sources(),
             proxies: BTreeMap::new(),
             relay: Default::default(),
+            console: Default::default(),
         };
         Self {
             backend,
@@ -161,6 +164,13 @@ impl Builder {
         self
     }
 
+    /// Changes `[console]`; it listens on an ephemeral loopback port whatever `listen` says.
+    pub fn console(mut self, change: impl FnOnce(&mut ConsoleSettings)) -> Self {
+        change(&mut self.settings.console);
+        self.settings.console.listen = Some(([127, 0, 0, 1], 0).into());
+        self
+    }
+
     /// Validates the settings as loading a file would, then serves them.
     pub async fn start(self) -> TestApp {
         let Self {
@@ -222,6 +232,7 @@ impl TestApp {
             .keys()
             .map(|name| (name.clone(), listeners.proxy_addr(name).unwrap()))
             .collect();
+        let console_addr = listeners.console_addr().ok();
         let app = Arc::new(App::build(settings).await.expect("app starts"));
         app.spawn_background_tasks();
         let (shutdown, signal) = oneshot::channel::<()>();
@@ -233,6 +244,7 @@ impl TestApp {
             addr,
             metrics_addr,
             proxy_addrs,
+            console_addr,
             client: reqwest::Client::new(),
             redis,
             sink_file,

@@ -20,6 +20,7 @@ mod sections;
 mod sink;
 mod source;
 mod store_tls;
+mod telemetry;
 mod topology;
 mod values;
 
@@ -42,6 +43,7 @@ pub use secret_file::SecretFile;
 pub use sections::{ServerSettings, ServiceUrl, StoreBackend, StoreSettings, StoreTopology};
 pub use sink::{SinkKind, SinkSettings, SinkTrim};
 pub use source::{SourceSettings, NO_SECRET};
+pub use telemetry::TelemetrySettings;
 pub use values::{
     ByteSize, HumanDuration, Secret, ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE, MAX_TIMEOUT,
     MAX_TOLERANCE,
@@ -65,6 +67,9 @@ pub struct Settings {
     /// Delivery of the streams' events to internal HTTP workers.
     #[serde(default)]
     pub relay: RelaySettings,
+    /// Spans exported over OTLP (off without `telemetry.otlp_endpoint`).
+    #[serde(default)]
+    pub telemetry: TelemetrySettings,
 }
 
 /// Where a daemon's configuration comes from, kept so that a reload (`SIGHUP`) reads the same.
@@ -196,6 +201,7 @@ impl Settings {
         self.server.validate()?;
         self.store.validate()?;
         self.sink.validate()?;
+        self.telemetry.validate()?;
         let atomic = self.sink.kind == SinkKind::RedisStream;
         if atomic && self.store.backend == StoreBackend::Memory {
             return Err(ConfigError::invalid(

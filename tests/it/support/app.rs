@@ -95,6 +95,7 @@ impl Builder {
             sources: settings::default_sources(),
             proxies: BTreeMap::new(),
             relay: Default::default(),
+            telemetry: Default::default(),
         };
         Self {
             backend,
@@ -156,6 +157,11 @@ impl Builder {
     }
 
     /// Changes `[relay]` (routes, `enabled`, `claim_idle`); `relay.enabled` runs it in the daemon.
+    pub fn telemetry(mut self, change: impl FnOnce(&mut hookonce::config::TelemetrySettings)) -> Self {
+        change(&mut self.settings.telemetry);
+        self
+    }
+
     pub fn relay(mut self, change: impl FnOnce(&mut RelaySettings)) -> Self {
         change(&mut self.settings.relay);
         self

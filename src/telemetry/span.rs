@@ -181,6 +181,35 @@ impl Drop for Span {
     }
 }
 
+/// `work` in the current context, taken now (a task spawned for it continues the trace); off,
+/// `work` as it is.
+pub fn in_current<F: std::future::Future>(work: F) -> impl std::future::Future<Output = F::Output> {
+    use opentelemetry::context::FutureExt as _;
+    let cx = enabled().then(Context::current);
+    async move {
+        match cx {
+            Some(cx) => work.with_context(cx).await,
+            None => work.await,
+        }
+    }
+}
+
+/// `work` in `span`'s context, when there is a span.
+pub async fn within<F: std::future::Future>(span: &Span, work: F) -> F::Output {
+    use opentelemetry::context::FutureExt as _;
+    match span.context() {
+        Some(cx) => work.with_context(cx.clone()).await,
+        None => work.await,
+    }
+}
+
+/// Adds attributes to the current span (one whose work is running), when telemetry is on.
+pub fn annotate_current(attributes: impl FnOnce() -> Vec<KeyValue>) {
+    if enabled() {
+        Context::current().span().set_attributes(attributes());
+    }
+}
+
 /// The current span as a link or parent elsewhere (another task, a stream entry), when
 /// telemetry is on and the current span is sampled.
 pub fn current_link() -> Option<Link> {
@@ -213,6 +242,23 @@ pub fn inject_current(headers: &mut HeaderMap) {
     if cx.span().span_context().is_valid() {
         TraceContextPropagator::new().inject_context(&cx, &mut HeadersMut(headers));
     }
+}
+
+/// The current span's `traceparent` (and `tracestate`) as header pairs, for a message whose
+/// headers are not an `http::HeaderMap` (NATS); empty when telemetry is off.
+pub fn current_headers() -> Vec<(&'static str, String)> {
+    if !enabled() {
+        return Vec::new();
+    }
+    let mut headers = HeaderMap::new();
+    inject_current(&mut headers);
+    ["traceparent", "tracestate"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = headers.get(name)?.to_str().ok()?;
+            Some((name, value.to_owned()))
+        })
+        .collect()
 }
 
 /// The trace and span IDs of the current span, for a log line; `None` when telemetry is off or

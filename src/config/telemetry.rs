@@ -61,6 +61,7 @@ impl TelemetrySettings {
                 Ok(url) if !url.username().is_empty() || url.password().is_some() => {
                     Some("must not carry credentials".to_owned())
                 }
+                Ok(url) if url.port() == Some(0) => Some("port 0 is not a port to dial".to_owned()),
                 Ok(url) if url.query().is_some() || url.fragment().is_some() => {
                     Some("must not carry a query or a fragment".to_owned())
                 }
@@ -112,6 +113,8 @@ mod tests {
             ("otlp_endpoint = \"collector:4318\"", "telemetry.otlp_endpoint"),
             ("otlp_endpoint = \"ftp://c:4318\"", "telemetry.otlp_endpoint"),
             ("otlp_endpoint = \"http://u:p@c:4318\"", "telemetry.otlp_endpoint"),
+            ("otlp_endpoint = \"http://c:0\"", "telemetry.otlp_endpoint"),
+            ("export_interval_ms = 0", "telemetry.export_interval_ms"),
         ];
         for (text, key) in cases {
             let error = with(text).expect_err(text).to_string();

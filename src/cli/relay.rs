@@ -84,7 +84,10 @@ pub(crate) fn run_relay(origin: Origin, loaded: Loaded) -> anyhow::Result<ExitCo
         let metrics = Metrics::new();
         hookonce::telemetry::install(
             &settings.telemetry,
-            metrics.counter(hookonce::metrics::TELEMETRY_EXPORT_FAILURES_TOTAL, Vec::new()),
+            metrics.counter(
+                hookonce::metrics::TELEMETRY_EXPORT_FAILURES_TOTAL,
+                Vec::new(),
+            ),
         )?;
         let relay = Relay::build(&settings, store.clone(), &metrics).await?;
         Reloader::for_relay(origin, tree, relay.credentials(), metrics.reloads())

@@ -110,9 +110,18 @@ mod tests {
             ("sample_ratio = 1.5", "telemetry.sample_ratio"),
             ("sample_ratio = -0.1", "telemetry.sample_ratio"),
             ("service_name = \" \"", "telemetry.service_name"),
-            ("otlp_endpoint = \"collector:4318\"", "telemetry.otlp_endpoint"),
-            ("otlp_endpoint = \"ftp://c:4318\"", "telemetry.otlp_endpoint"),
-            ("otlp_endpoint = \"http://u:p@c:4318\"", "telemetry.otlp_endpoint"),
+            (
+                "otlp_endpoint = \"collector:4318\"",
+                "telemetry.otlp_endpoint",
+            ),
+            (
+                "otlp_endpoint = \"ftp://c:4318\"",
+                "telemetry.otlp_endpoint",
+            ),
+            (
+                "otlp_endpoint = \"http://u:p@c:4318\"",
+                "telemetry.otlp_endpoint",
+            ),
             ("otlp_endpoint = \"http://c:0\"", "telemetry.otlp_endpoint"),
             ("export_interval_ms = 0", "telemetry.export_interval_ms"),
         ];
@@ -128,6 +137,9 @@ mod tests {
             otlp_endpoint: Some("http://c:4318/".to_owned()),
             ..TelemetrySettings::default()
         };
-        assert_eq!(settings.traces_url().as_deref(), Some("http://c:4318/v1/traces"));
+        assert_eq!(
+            settings.traces_url().as_deref(),
+            Some("http://c:4318/v1/traces")
+        );
     }
 }

@@ -319,7 +319,13 @@ impl ScriptRunner {
         for segment in segments {
             call.arg(segment.received_at_ms).arg(&segment.content_type);
             if self.traced {
-                call.arg(segment.trace.as_ref().map(telemetry::link_of).unwrap_or_default());
+                call.arg(
+                    segment
+                        .trace
+                        .as_ref()
+                        .map(telemetry::link_of)
+                        .unwrap_or_default(),
+                );
             }
             call.arg(segment.events.len());
             for event in &segment.events {

@@ -243,11 +243,8 @@ async fn settle(
         ttl,
     } = job;
     // A client span; the sink sends its context with the message.
-    let span = crate::telemetry::Span::child(
-        "sink publish",
-        crate::telemetry::Kind::Client,
-        Vec::new(),
-    );
+    let span =
+        crate::telemetry::Span::child("sink publish", crate::telemetry::Kind::Client, Vec::new());
     let published = crate::telemetry::within(&span, sink.publish(&message)).await;
     if let Err(error) = &published {
         span.fail(|| error.to_string());

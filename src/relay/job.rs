@@ -124,7 +124,10 @@ impl Job {
         span.set(|| match &result {
             Ok(()) => vec![KeyValue::new("hookonce.delivered", true)],
             Err(failure) => match failure.status {
-                Some(status) => vec![KeyValue::new("http.response.status_code", i64::from(status))],
+                Some(status) => vec![KeyValue::new(
+                    "http.response.status_code",
+                    i64::from(status),
+                )],
                 None => Vec::new(),
             },
         });

@@ -79,9 +79,7 @@ pub fn install(
     let processor = BatchSpanProcessor::builder(exporter)
         .with_batch_config(batch)
         .build();
-    let sampler = Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
-        settings.sample_ratio,
-    )));
+    let sampler = Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(settings.sample_ratio)));
     let provider = SdkTracerProvider::builder()
         .with_span_processor(processor)
         .with_sampler(sampler)

@@ -12,6 +12,6 @@ mod span;
 
 pub use export::{install, shutdown, InstallError};
 pub use span::{
-    annotate_current, current_headers, current_ids, current_link, enabled, in_current, inject_current, link_of,
-    within, Kind, Link, Span, TRACEPARENT,
+    annotate_current, current_headers, current_ids, current_link, enabled, in_current,
+    inject_current, link_of, within, Kind, Link, Span, TRACEPARENT,
 };

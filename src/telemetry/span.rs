@@ -4,9 +4,7 @@
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::{
-    SpanContext, SpanKind, Status, TraceContextExt, Tracer as _,
-};
+use opentelemetry::trace::{SpanContext, SpanKind, Status, TraceContextExt, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 
@@ -67,7 +65,14 @@ impl Span {
         let Some(tracer) = TRACER.get() else {
             return Self::none();
         };
-        Self::start(tracer, name, kind, &Context::current(), attributes, Vec::new())
+        Self::start(
+            tracer,
+            name,
+            kind,
+            &Context::current(),
+            attributes,
+            Vec::new(),
+        )
     }
 
     /// A span whose parent is `parent` (a context carried from elsewhere, or none: a new root),
@@ -270,9 +275,12 @@ pub fn current_ids() -> Option<(String, String)> {
     let cx = Context::current();
     let span = cx.span();
     let context = span.span_context();
-    context
-        .is_valid()
-        .then(|| (context.trace_id().to_string(), context.span_id().to_string()))
+    context.is_valid().then(|| {
+        (
+            context.trace_id().to_string(),
+            context.span_id().to_string(),
+        )
+    })
 }
 
 struct Headers<'a>(&'a HeaderMap);

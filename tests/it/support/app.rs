@@ -157,7 +157,10 @@ impl Builder {
     }
 
     /// Changes `[relay]` (routes, `enabled`, `claim_idle`); `relay.enabled` runs it in the daemon.
-    pub fn telemetry(mut self, change: impl FnOnce(&mut hookonce::config::TelemetrySettings)) -> Self {
+    pub fn telemetry(
+        mut self,
+        change: impl FnOnce(&mut hookonce::config::TelemetrySettings),
+    ) -> Self {
         change(&mut self.settings.telemetry);
         self
     }

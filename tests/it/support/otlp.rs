@@ -70,7 +70,10 @@ impl Collector {
 
     /// The spans named `name`.
     pub fn named(&self, name: &str) -> Vec<ReceivedSpan> {
-        self.spans().into_iter().filter(|s| s.name == name).collect()
+        self.spans()
+            .into_iter()
+            .filter(|s| s.name == name)
+            .collect()
     }
 }
 

@@ -27,7 +27,12 @@ fn telemetry_to(endpoint: String, sample_ratio: f64) -> impl FnOnce(&mut Telemet
 /// The daemon with a relay route `orders` from stripe to `worker`, tracing to `endpoint`.
 async fn traced_app(worker: &RelayWorker, endpoint: String, sample_ratio: f64) -> TestApp {
     TestApp::builder(crate::support::Backend::Redis)
-        .relay(|r| *r = relay(true, vec![("orders", route(&["stripe"], &worker.url("orders")))]))
+        .relay(|r| {
+            *r = relay(
+                true,
+                vec![("orders", route(&["stripe"], &worker.url("orders")))],
+            )
+        })
         .telemetry(telemetry_to(endpoint, sample_ratio))
         .start()
         .await

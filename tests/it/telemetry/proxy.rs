@@ -50,7 +50,10 @@ async fn a_proxied_request_s_upstream_sees_the_proxy_span_as_parent() {
     );
     for span in collector.spans() {
         for (name, value) in &span.attributes {
-            assert!(!value.contains(key) && !value.contains("alice"), "{name}={value}");
+            assert!(
+                !value.contains(key) && !value.contains("alice"),
+                "{name}={value}"
+            );
         }
     }
 }

@@ -92,7 +92,10 @@ async fn sampling_at_zero_exports_nothing_and_stores_no_context() {
     let worker = RelayWorker::start().await;
     let app = traced_app(&worker, collector.endpoint(), 0.0).await;
     for i in 0..5 {
-        assert_eq!(post_event(&app, &format!("evt_{i}"), &[]).await.status(), 200);
+        assert_eq!(
+            post_event(&app, &format!("evt_{i}"), &[]).await.status(),
+            200
+        );
     }
     eventually(10, "the deliveries", || {
         let done = worker.deliveries().len() == 5;
@@ -120,7 +123,11 @@ async fn a_collector_that_is_down_neither_fails_nor_slows_requests_and_is_counte
         let started = Instant::now();
         let response = post_event(&app, &format!("evt_down_{i}"), &[]).await;
         assert_eq!(response.status(), 200);
-        assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
     }
     let failures = "hookonce_telemetry_export_failures_total";
     let deadline = Instant::now() + WAIT;

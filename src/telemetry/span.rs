@@ -127,7 +127,7 @@ impl Span {
             .with_links(
                 links
                     .into_iter()
-                    .map(|l| opentelemetry::trace::Link::with_context(l))
+                    .map(opentelemetry::trace::Link::with_context)
                     .collect(),
             )
             .start_with_context(tracer, parent);

@@ -4,6 +4,7 @@
 //! tracer. Spans arrive in batches: the export interval is 50 ms and every check awaits.
 
 mod proxy;
+mod sinks;
 mod webhook;
 
 use std::time::Duration;

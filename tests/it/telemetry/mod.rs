@@ -3,6 +3,7 @@
 //! (`support::otlp`). Each test runs in its own process (nextest), so each installs its own
 //! tracer. Spans arrive in batches: the export interval is 50 ms and every check awaits.
 
+mod coalesced;
 mod logs;
 mod proxy;
 mod sinks;

@@ -43,7 +43,10 @@ async fn a_coalesced_call_is_one_span_linked_to_every_request_it_carried() {
         .iter()
         .find(|c| c.links.len() > 1)
         .unwrap_or_else(|| panic!("no call carried several requests: {calls:?}"));
-    assert_eq!(shared.attribute("hookonce.requests"), Some(shared.links.len().to_string().as_str()));
+    assert_eq!(
+        shared.attribute("hookonce.requests"),
+        Some(shared.links.len().to_string().as_str())
+    );
     // Linked to each request it carried, and beneath the first of them.
     for link in &shared.links {
         assert!(request_spans.contains(link), "{link:?} is no request span");

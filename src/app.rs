@@ -60,6 +60,8 @@ pub enum StartError {
     Relay(#[from] RelayError),
     #[error(transparent)]
     Partitions(#[from] webhooks::partitions::PartitionsError),
+    #[error(transparent)]
+    Telemetry(#[from] crate::telemetry::InstallError),
 }
 
 /// Checks what the configuration loader cannot: the keys of each part, built as it would be.
@@ -73,6 +75,12 @@ impl App {
     pub async fn build(settings: Settings) -> Result<Self, StartError> {
         validate(&settings)?;
         let metrics = Metrics::new();
+        // Before the forwarder: atomic mode writes the trace context into stream entries only
+        // when telemetry is on.
+        crate::telemetry::install(
+            &settings.telemetry,
+            metrics.counter(crate::metrics::TELEMETRY_EXPORT_FAILURES_TOTAL, Vec::new()),
+        )?;
         let redis = store::connect(&settings.store).await?;
         if let Some(store) = &redis {
             webhooks::partitions::check(&settings, store).await?;

@@ -50,5 +50,6 @@ pub mod server;
 pub mod signing;
 pub mod sinks;
 pub mod store;
+pub mod telemetry;
 pub mod util;
 pub mod webhooks;

@@ -193,6 +193,8 @@ fn serve(origin: config::Origin, loaded: config::Loaded) -> anyhow::Result<ExitC
             sink = app.settings.sink.kind.label(),
         );
         server::run(app, listeners, server::termination_signal()).await;
+        // The spans still queued go out before the process ends.
+        let _ = tokio::task::spawn_blocking(hookonce::telemetry::shutdown).await;
         tracing::info!(message = "Stopped.");
         Ok(ExitCode::SUCCESS)
     })

@@ -82,6 +82,13 @@ pub(crate) fn run_relay(origin: Origin, loaded: Loaded) -> anyhow::Result<ExitCo
             .await?
             .context("the relay needs the Redis store")?;
         let metrics = Metrics::new();
+        hookonce::telemetry::install(
+            &settings.telemetry,
+            metrics.counter(
+                hookonce::metrics::TELEMETRY_EXPORT_FAILURES_TOTAL,
+                Vec::new(),
+            ),
+        )?;
         let relay = Relay::build(&settings, store.clone(), &metrics).await?;
         Reloader::for_relay(origin, tree, relay.credentials(), metrics.reloads())
             .spawn()
@@ -99,6 +106,8 @@ pub(crate) fn run_relay(origin: Origin, loaded: Loaded) -> anyhow::Result<ExitCo
         let _ = stop.send(true);
         metrics_server.abort();
         upkeep.abort();
+        // The spans still queued go out before the process ends.
+        let _ = tokio::task::spawn_blocking(hookonce::telemetry::shutdown).await;
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -21,6 +21,7 @@ mod sections;
 mod sink;
 mod source;
 mod store_tls;
+mod telemetry;
 mod topology;
 mod values;
 
@@ -44,6 +45,7 @@ pub use secret_file::SecretFile;
 pub use sections::{ServerSettings, ServiceUrl, StoreBackend, StoreSettings, StoreTopology};
 pub use sink::{SinkKind, SinkSettings, SinkTrim};
 pub use source::{SourceSettings, NO_SECRET};
+pub use telemetry::TelemetrySettings;
 pub use values::{
     ByteSize, HumanDuration, Secret, ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE, MAX_TIMEOUT,
     MAX_TOLERANCE,
@@ -70,6 +72,9 @@ pub struct Settings {
     /// The web console (`[console] listen`), off when absent.
     #[serde(default)]
     pub console: ConsoleSettings,
+    /// Spans exported over OTLP (off without `telemetry.otlp_endpoint`).
+    #[serde(default)]
+    pub telemetry: TelemetrySettings,
 }
 
 /// Where a daemon's configuration comes from, kept so that a reload (`SIGHUP`) reads the same.
@@ -202,6 +207,7 @@ impl Settings {
         self.store.validate()?;
         self.sink.validate()?;
         self.console.validate()?;
+        self.telemetry.validate()?;
         let atomic = self.sink.kind == SinkKind::RedisStream;
         if atomic && self.store.backend == StoreBackend::Memory {
             return Err(ConfigError::invalid(

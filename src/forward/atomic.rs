@@ -31,7 +31,9 @@ use super::{within, Delivery, ForwardError, Forwarded, Forwarder};
 use crate::config::{Settings, SinkKind};
 use crate::metrics::{Metrics, STORE_BATCH_EVENTS, STORE_BATCH_REQUESTS};
 use crate::store::{RedisStartError, RedisStore, Script, StoreError, WaitReplicas};
+use crate::telemetry;
 use crate::util::BoxFuture;
+use opentelemetry::KeyValue;
 
 /// KEYS[1] = stream, then per event (request after request) its record key and, with
 /// body_dedup, its body record key.
@@ -129,6 +131,24 @@ end
 return verdicts
 "#;
 
+/// [`FORWARD_SCRIPT`] when telemetry is on: each request carries its `traceparent` after its
+/// content_type (empty when the request's span was not sampled), and each entry it appends has a
+/// `traceparent` field when it is not empty. Off, the plain script runs, unchanged.
+fn traced_script() -> String {
+    let text = FORWARD_SCRIPT
+        .replace(
+            "local received_at, content_type, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])\n  a = a + 3",
+            "local received_at, content_type, tp, n = ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])\n  a = a + 4",
+        )
+        .replace(
+            "local id\n",
+            "local id\n        local extra = {}\n        if tp ~= '' then extra = {'traceparent', tp} end\n",
+        )
+        .replace("'body', ARGV[e + 3])", "'body', ARGV[e + 3], unpack(extra))");
+    debug_assert_eq!(text.matches("unpack(extra)").count(), 2);
+    text
+}
+
 /// Atomic claim-and-append into a Redis Stream.
 pub struct RedisForwarder {
     coalescer: Coalescer<ScriptRunner>,
@@ -143,6 +163,8 @@ pub struct ScriptRunner {
     wait: Option<WaitReplicas>,
     /// Whether duplicates are counted per event (`console.listen` is set).
     count_duplicates: bool,
+    /// Telemetry is on: the script takes each request's `traceparent`.
+    traced: bool,
 }
 
 /// What every request of one stream shares: the stream and its source.
@@ -162,6 +184,9 @@ pub struct Segment {
     received_at_ms: u64,
     content_type: String,
     events: Vec<EventArgs>,
+    /// The request's span, when telemetry is on and it is sampled: the store call's parent or
+    /// link, and the context written into the entries.
+    trace: Option<telemetry::Link>,
 }
 
 struct EventArgs {
@@ -184,7 +209,12 @@ impl RedisForwarder {
     ) -> Result<Self, RedisStartError> {
         debug_assert_eq!(settings.sink.kind, SinkKind::RedisStream);
         let wait = store.wait_replicas();
-        let script = Script::new(FORWARD_SCRIPT);
+        let traced = telemetry::enabled();
+        let script = if traced {
+            Script::new(&traced_script())
+        } else {
+            Script::new(FORWARD_SCRIPT)
+        };
         store.load(&[&script]).await?;
         let sink = &settings.sink;
         // Off, a lane never queues: every request runs its own call at once, as many at once
@@ -217,6 +247,7 @@ impl RedisForwarder {
             store_latency: metrics.store_op("forward"),
             wait,
             count_duplicates: settings.console.listen.is_some(),
+            traced,
         };
         Ok(Self {
             coalescer: Coalescer::new(runner, limits, observe),
@@ -243,6 +274,7 @@ impl RedisForwarder {
             received_at_ms: first.delivery.received_at_ms,
             content_type: first.delivery.content_type.unwrap_or_default().to_owned(),
             events: Vec::with_capacity(plan.unique.len()),
+            trace: telemetry::current_link(),
         };
         let mut weight = Weight::default();
         for planned in &plan.unique {
@@ -302,9 +334,17 @@ impl ScriptRunner {
             .arg(if self.wait.is_some() { "1" } else { "0" })
             .arg(if self.count_duplicates { "1" } else { "0" });
         for segment in segments {
-            call.arg(segment.received_at_ms)
-                .arg(&segment.content_type)
-                .arg(segment.events.len());
+            call.arg(segment.received_at_ms).arg(&segment.content_type);
+            if self.traced {
+                call.arg(
+                    segment
+                        .trace
+                        .as_ref()
+                        .map(telemetry::link_of)
+                        .unwrap_or_default(),
+                );
+            }
+            call.arg(segment.events.len());
             for event in &segment.events {
                 call.arg(&event.fingerprint)
                     .arg(&event.event_id)
@@ -381,7 +421,30 @@ impl Runner for ScriptRunner {
     type Output = Judged;
 
     fn run<'a>(&'a self, lane: &'a Stream, items: &'a [Segment]) -> BoxFuture<'a, Vec<Judged>> {
-        Box::pin(self.call(lane, items))
+        if !self.traced {
+            return Box::pin(self.call(lane, items));
+        }
+        // One span for the call, beneath the first request it carries and linked to each.
+        let links: Vec<telemetry::Link> = items.iter().filter_map(|s| s.trace.clone()).collect();
+        let span = telemetry::Span::under(
+            "redis forward",
+            telemetry::Kind::Client,
+            links.first(),
+            links.clone(),
+            vec![
+                KeyValue::new("db.system.name", "redis"),
+                KeyValue::new("hookonce.source", lane.source.clone()),
+                KeyValue::new("hookonce.requests", items.len() as i64),
+            ],
+        );
+        Box::pin(async move {
+            let judged = self.call(lane, items).await;
+            if let Some(Err(error)) = judged.iter().find(|j| j.is_err()) {
+                span.fail(|| crate::util::error_chain(error.as_ref()));
+            }
+            span.end();
+            judged
+        })
     }
 
     fn lost(&self) -> Judged {

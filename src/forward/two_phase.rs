@@ -191,10 +191,10 @@ impl TwoPhaseForwarder {
     async fn publish(&self, jobs: Vec<Job>) -> Result<Vec<(usize, Forwarded)>, ForwardError> {
         let ledger = Arc::clone(&self.ledger);
         let sink = Arc::clone(&self.sink);
-        let settle = tokio::spawn(async move {
+        let settle = tokio::spawn(crate::telemetry::in_current(async move {
             let settled = join_all(jobs.into_iter().map(|job| settle(&*ledger, &*sink, job))).await;
             settled.into_iter().collect::<Result<Vec<_>, _>>()
-        });
+        }));
         settle
             .await
             .unwrap_or_else(|join| Err(ForwardError::Task(join.to_string())))
@@ -242,7 +242,15 @@ async fn settle(
         fingerprint,
         ttl,
     } = job;
-    let ack = match sink.publish(&message).await {
+    // A client span; the sink sends its context with the message.
+    let span =
+        crate::telemetry::Span::child("sink publish", crate::telemetry::Kind::Client, Vec::new());
+    let published = crate::telemetry::within(&span, sink.publish(&message)).await;
+    if let Err(error) = &published {
+        span.fail(|| error.to_string());
+    }
+    span.end();
+    let ack = match published {
         Ok(ack) => ack,
         Err(error) => {
             release(ledger, &held.keys().collect::<Vec<_>>()).await;

@@ -19,7 +19,7 @@ pub(super) const GAUGES: [&str; 9] = [
 ];
 
 /// Every metric's unit and help text.
-pub(super) const HELP: [(&str, Unit, &str); 24] = [
+pub(super) const HELP: [(&str, Unit, &str); 25] = [
     (EVENTS_TOTAL, Unit::Count, "Events by source and outcome."),
     (
         DUPLICATE_HITS_TOTAL,
@@ -131,6 +131,11 @@ pub(super) const HELP: [(&str, Unit, &str); 24] = [
         PROXY_COMPLETION_FAILURES_TOTAL,
         Unit::Count,
         "Executed requests whose response does not protect their retries: not stored, taken over, or stored but not confirmed by the replicas.",
+    ),
+    (
+        TELEMETRY_EXPORT_FAILURES_TOTAL,
+        Unit::Count,
+        "Batches of spans the OTLP collector did not take (down, slow or refusing); their spans are lost.",
     ),
 ];
 

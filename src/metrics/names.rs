@@ -30,6 +30,7 @@ pub const RELAY_ATTEMPT_DURATION_SECONDS: &str = "hookonce_relay_attempt_duratio
 pub const RELAY_END_TO_END_SECONDS: &str = "hookonce_relay_end_to_end_seconds";
 pub const RELAY_LAG: &str = "hookonce_relay_lag";
 pub const DEAD_LETTERS: &str = "hookonce_dead_letters";
+pub const TELEMETRY_EXPORT_FAILURES_TOTAL: &str = "hookonce_telemetry_export_failures_total";
 
 /// Label value for requests whose source is not configured.
 pub const UNKNOWN_SOURCE: &str = "_unknown";

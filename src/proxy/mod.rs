@@ -42,8 +42,10 @@ use crate::config::{ConfigError, Settings};
 use crate::ledger::Ledger;
 use crate::metrics::{Metrics, ProxyMetrics};
 use crate::outcome::ProxyOutcome;
+use crate::telemetry;
 use claims::Claims;
 use key::KeyError;
+use opentelemetry::KeyValue;
 use problem::Problem;
 use response::StoredResponse;
 use route_match::{Routes, Routing};
@@ -194,10 +196,35 @@ impl Proxy {
         let started = Instant::now();
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
-        match self.route(request, peer, started).await {
-            Routed::Replied(reply) => self.finish(reply, &method, &path, started),
-            Routed::Answered(response) => response,
-        }
+        // The request's server span, beneath its `traceparent` when it carries one. Neither
+        // its Idempotency-Key nor its scope headers are ever an attribute.
+        let span = if telemetry::enabled() {
+            telemetry::Span::server(
+                "proxy",
+                request.headers(),
+                vec![
+                    KeyValue::new("hookonce.proxy", self.name.clone()),
+                    KeyValue::new("http.request.method", method.to_string()),
+                ],
+            )
+        } else {
+            telemetry::Span::none()
+        };
+        let work = async {
+            match self.route(request, peer, started).await {
+                Routed::Replied(reply) => self.finish(reply, &method, &path, started),
+                Routed::Answered(response) => response,
+            }
+        };
+        let response = telemetry::within(&span, work).await;
+        span.set(|| {
+            vec![KeyValue::new(
+                "http.response.status_code",
+                i64::from(response.status().as_u16()),
+            )]
+        });
+        span.end();
+        response
     }
 
     /// Updates the stuck-claim gauges from the claims held now.
@@ -264,10 +291,10 @@ impl Proxy {
         let proxy = Arc::clone(self);
         let method = keyed.parts.method.clone();
         let path = keyed.parts.uri.path().to_owned();
-        let task = tokio::spawn(async move {
+        let task = tokio::spawn(telemetry::in_current(async move {
             let reply = proxy.execute(keyed).await;
             proxy.finish(reply, &method, &path, started)
-        });
+        }));
         match task.await {
             Ok(response) => Routed::Answered(response),
             Err(error) => refused(ProxyOutcome::Unavailable, error.to_string()),
@@ -312,6 +339,7 @@ impl Proxy {
             detail,
         } = reply;
         let response = self.answer(outcome, ending);
+        telemetry::annotate_current(|| vec![KeyValue::new("hookonce.outcome", outcome.label())]);
         let seconds = started.elapsed().as_secs_f64();
         self.metrics.request(outcome, seconds);
         let status = response.status().as_u16();

@@ -28,6 +28,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::access::Networks;
 use crate::config::ProxySettings;
+use crate::telemetry;
 
 /// Idle pooled connections are closed after this long; below common upstream keep-alive
 /// timeouts would be ideal, but the upstream closing first is handled (the request is retried
@@ -129,14 +130,32 @@ impl Upstream {
 
     /// Sends a prepared request and waits for the response head (no deadline of its own: the
     /// caller bounds the whole exchange with `upstream_timeout`).
-    pub async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, UpstreamError> {
-        self.client.request(request).await.map_err(|error| {
+    /// With telemetry on, the exchange is a client span whose `traceparent` the upstream gets
+    /// (in place of any the client sent, which is the proxy span's parent).
+    pub async fn send(
+        &self,
+        mut request: Request<Body>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        let span = telemetry::Span::child("proxy upstream", telemetry::Kind::Client, Vec::new());
+        span.inject(request.headers_mut());
+        let result = self.client.request(request).await.map_err(|error| {
             if has_cause::<LengthLimitError>(&error) {
                 UpstreamError::TooLarge
             } else {
                 UpstreamError::Failed(error)
             }
-        })
+        });
+        match &result {
+            Ok(response) => span.set(|| {
+                vec![opentelemetry::KeyValue::new(
+                    "http.response.status_code",
+                    i64::from(response.status().as_u16()),
+                )]
+            }),
+            Err(error) => span.fail(|| error.to_string()),
+        }
+        span.end();
+        result
     }
 }
 

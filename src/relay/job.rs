@@ -13,7 +13,9 @@ use super::route_state::{until_stopped, RouteStream, Shared};
 use crate::outcome::RelayOutcome;
 use crate::store::relay_scripts::DeadLetter;
 use crate::store::StreamEntry;
+use crate::telemetry;
 use crate::util::{error_chain, unix_ms};
+use opentelemetry::KeyValue;
 
 /// An entry this relay holds, and the attempt it is at (its delivery count in Redis).
 pub(super) struct Job {
@@ -88,16 +90,48 @@ impl Job {
             () = until_stopped(&mut stopped) => return None,
         };
         let source = &shared.route.per_source[self.lane.source];
-        let headers = deliver::headers(
+        let mut headers = deliver::headers(
             &shared.route,
             source,
             (&self.lane.stream, &self.entry),
             attempt,
             unix_ms() / 1000,
         );
+        // A client span, the child of the context stored with the entry; the worker continues
+        // the trace from the `traceparent` it receives.
+        let span = telemetry::Span::from_traceparent(
+            "relay attempt",
+            telemetry::Kind::Client,
+            self.entry.field(telemetry::TRACEPARENT),
+            if telemetry::enabled() {
+                vec![
+                    KeyValue::new("hookonce.route", shared.route.name.to_string()),
+                    KeyValue::new("hookonce.source", source.name.to_string()),
+                    KeyValue::new("hookonce.event_id", self.entry.text("event_id").to_string()),
+                    KeyValue::new("hookonce.attempt", i64::from(attempt)),
+                ]
+            } else {
+                Vec::new()
+            },
+        );
+        span.inject(&mut headers);
         let body = self.entry.field("body").unwrap_or_default().to_vec();
         let started = Instant::now();
         let result = deliver::attempt(&shared.client, &shared.route, headers, body).await;
+        if let Err(failure) = &result {
+            span.fail(|| failure.error.clone());
+        }
+        span.set(|| match &result {
+            Ok(()) => vec![KeyValue::new("hookonce.delivered", true)],
+            Err(failure) => match failure.status {
+                Some(status) => vec![KeyValue::new(
+                    "http.response.status_code",
+                    i64::from(status),
+                )],
+                None => Vec::new(),
+            },
+        });
+        span.end();
         shared
             .metrics
             .attempt

@@ -58,6 +58,9 @@ impl HttpSink {
         if let Some(content_type) = &message.content_type {
             request = request.header(CONTENT_TYPE, content_type);
         }
+        for (name, value) in crate::telemetry::current_headers() {
+            request = request.header(name, value);
+        }
         let response = request.send().await.map_err(|e| {
             if e.is_timeout() {
                 SinkError::Timeout(self.timeout)

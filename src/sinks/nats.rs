@@ -104,6 +104,9 @@ impl NatsSink {
             "Hookonce-Received-At",
             message.received_at_ms.to_string().as_str(),
         );
+        for (name, value) in crate::telemetry::current_headers() {
+            headers.insert(name, value.as_str());
+        }
         let subject = self.subject.replace("{source}", &message.source);
         let pending = self
             .jetstream

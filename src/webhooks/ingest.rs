@@ -18,6 +18,9 @@ use arc_swap::ArcSwap;
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
+use opentelemetry::context::FutureExt as _;
+use opentelemetry::trace::TraceContextExt as _;
+use opentelemetry::KeyValue;
 
 use super::reply::Reply;
 use super::{LiveSource, Source};
@@ -26,6 +29,7 @@ use crate::body::{BodyError, BodyReader, ReceivedBody};
 use crate::forward::{Delivery, Forwarded, Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics, UNKNOWN_SOURCE};
 use crate::outcome::Outcome;
+use crate::telemetry;
 use crate::util::{error_chain, unix_ms};
 use crate::webhooks::providers::{RawRequest, Verified, VerifiedEvent, VerifyError};
 
@@ -167,8 +171,33 @@ impl Ingest {
         self.finish(&request.source, &request.client, reply, request.started)
     }
 
-    /// The rest of an admitted request, within what is left of `server.request_timeout`.
+    /// The rest of an admitted request, within what is left of `server.request_timeout`: in
+    /// its server span when telemetry is on.
     pub async fn process(&self, request: Received) -> Response {
+        if !telemetry::enabled() {
+            return self.process_in_span(request).await;
+        }
+        let span = telemetry::Span::server(
+            "webhook",
+            &request.headers,
+            vec![
+                KeyValue::new("hookonce.source", request.source.clone()),
+                KeyValue::new("http.request.method", "POST"),
+            ],
+        );
+        let cx = span.context().cloned().unwrap_or_default();
+        let response = self.process_in_span(request).with_context(cx).await;
+        span.set(|| {
+            vec![KeyValue::new(
+                "http.response.status_code",
+                i64::from(response.status().as_u16()),
+            )]
+        });
+        span.end();
+        response
+    }
+
+    async fn process_in_span(&self, request: Received) -> Response {
         let left = self
             .request_timeout
             .saturating_sub(request.started.elapsed());
@@ -209,7 +238,13 @@ impl Ingest {
             body: &received.body.bytes,
             now_unix: (received_at_ms / 1000) as i64,
         };
-        let events = match live.provider.verify(&request) {
+        let verifying = telemetry::Span::child("verify", telemetry::Kind::Internal, Vec::new());
+        let verified = live.provider.verify(&request);
+        if let Err(error) = &verified {
+            verifying.fail(|| error.to_string());
+        }
+        verifying.end();
+        let events = match verified {
             Ok(Verified::Events(events)) => events,
             Ok(Verified::Handshake(answer)) => {
                 return Reply {
@@ -323,6 +358,9 @@ impl Ingest {
             status.as_u16(),
             elapsed.as_secs_f64(),
         );
+        if telemetry::enabled() {
+            annotate(label, &reply, status);
+        }
         reply.log(label, client, status, elapsed);
         reply.render(status, &self.retry_after)
     }
@@ -345,6 +383,24 @@ pub fn status_of(outcome: Outcome) -> StatusCode {
         Outcome::UnknownSource => StatusCode::NOT_FOUND,
         Outcome::Forbidden => StatusCode::FORBIDDEN,
         Outcome::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+    }
+}
+
+/// Writes what came of the request onto its span (the current one).
+fn annotate(source: &str, reply: &Reply, status: StatusCode) {
+    let cx = opentelemetry::Context::current();
+    let span = cx.span();
+    span.set_attribute(KeyValue::new("hookonce.source", source.to_owned()));
+    span.set_attribute(KeyValue::new("hookonce.outcome", reply.outcome.label()));
+    if let Some(event_id) = &reply.event_id {
+        span.set_attribute(KeyValue::new("hookonce.event_id", event_id.clone()));
+    }
+    span.set_attribute(KeyValue::new(
+        "http.response.status_code",
+        i64::from(status.as_u16()),
+    ));
+    if status.is_server_error() {
+        span.set_status(opentelemetry::trace::Status::error(reply.outcome.label()));
     }
 }
 

@@ -169,6 +169,51 @@ fn cases() -> Vec<(String, String, &'static str)> {
             "frames the request",
         ));
     }
+    // 7. Telemetry: a collector URL to post to, a ratio, a name.
+    for (telemetry, key, problem) in [
+        (
+            "sample_ratio = 1.5",
+            "telemetry.sample_ratio",
+            "between 0.0 and 1.0",
+        ),
+        (
+            "sample_ratio = -1",
+            "telemetry.sample_ratio",
+            "between 0.0 and 1.0",
+        ),
+        ("service_name = \"\"", "telemetry.service_name", "empty"),
+        (
+            "otlp_endpoint = \"grpc://c:4317\"",
+            "telemetry.otlp_endpoint",
+            "not http or https",
+        ),
+        (
+            "otlp_endpoint = \"c:4318\"",
+            "telemetry.otlp_endpoint",
+            "not http or https",
+        ),
+        (
+            "otlp_endpoint = \"http://u:Zq7edgeCredential@c:4318\"",
+            "telemetry.otlp_endpoint",
+            "credentials",
+        ),
+        (
+            "otlp_endpoint = \"http://c:0\"",
+            "telemetry.otlp_endpoint",
+            "port 0",
+        ),
+        (
+            "sample_rate = 0.5",
+            "telemetry.sample_rate",
+            "unknown field",
+        ),
+    ] {
+        cases.push((
+            format!("[telemetry]\n{telemetry}\n"),
+            key.to_owned(),
+            problem,
+        ));
+    }
     cases
 }
 
@@ -201,6 +246,8 @@ fn check_config_accepts_the_neighbours_of_what_it_refuses() {
         ),
         "[sink]\nkind = \"http\"\nurl = \"http://w:8080/e\"\n[sink.headers]\nX-Token = \"t\"\n"
             .to_owned(),
+        "[telemetry]\notlp_endpoint = \"https://collector:4318/\"\nsample_ratio = 0\n".to_owned(),
+        "[telemetry]\nservice_name = \"edge\"\nsample_ratio = 1\n".to_owned(),
     ];
     for extra in accepted {
         let path = write(dir.path(), "edge.toml", &config(&extra));

@@ -22,6 +22,7 @@ mod relay;
 mod reload;
 mod server;
 mod support;
+mod telemetry;
 mod tls;
 mod tls_topologies;
 mod topology;

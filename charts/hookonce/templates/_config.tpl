@@ -1,5 +1,5 @@
 {{/*
-The daemon's TOML configuration, rendered from .Values.config, .Values.sources, .Values.relay and .Values.proxies. Its checksum
+The daemon's TOML configuration, rendered from .Values.config (its telemetry only with an otlp_endpoint), .Values.sources, .Values.relay and .Values.proxies. Its checksum
 is a pod annotation, so any change here rolls the pods.
 */}}
 {{- define "hookonce.toml" -}}
@@ -23,6 +23,13 @@ shutdown_timeout = {{ printf "%ds" (int .Values.config.shutdownTimeoutSeconds) |
 
 [sink]
 {{- include "hookonce.tomlTable" .Values.config.sink }}
+{{- with .Values.config.telemetry }}
+{{- if .otlp_endpoint }}
+
+[telemetry]
+{{- include "hookonce.tomlTable" . }}
+{{- end }}
+{{- end }}
 {{- range $name, $source := .Values.sources }}
 
 [sources.{{ $name }}]

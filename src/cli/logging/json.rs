@@ -69,6 +69,13 @@ where
         };
         event.record(&mut fields);
         fields.result?;
+        // A traced request's lines name its span (hex IDs: nothing to escape).
+        if let Some((trace_id, span_id)) = hookonce::telemetry::current_ids() {
+            write!(
+                writer,
+                ",\"trace_id\":\"{trace_id}\",\"span_id\":\"{span_id}\""
+            )?;
+        }
         writer.write_str(",\"target\":\"")?;
         escape(&mut writer, meta.target())?;
         writer.write_str("\"}\n")

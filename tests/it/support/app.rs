@@ -98,6 +98,7 @@ impl Builder {
             proxies: BTreeMap::new(),
             relay: Default::default(),
             console: Default::default(),
+            telemetry: Default::default(),
         };
         Self {
             backend,
@@ -159,6 +160,14 @@ impl Builder {
     }
 
     /// Changes `[relay]` (routes, `enabled`, `claim_idle`); `relay.enabled` runs it in the daemon.
+    pub fn telemetry(
+        mut self,
+        change: impl FnOnce(&mut hookonce::config::TelemetrySettings),
+    ) -> Self {
+        change(&mut self.settings.telemetry);
+        self
+    }
+
     pub fn relay(mut self, change: impl FnOnce(&mut RelaySettings)) -> Self {
         change(&mut self.settings.relay);
         self

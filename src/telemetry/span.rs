@@ -1,0 +1,309 @@
+//! What the rest of the daemon calls: spans that exist only when telemetry is on, and the W3C
+//! trace context (`traceparent`, `tracestate`) read from and written to headers and stream
+//! entries. Every function starts with the one check of [`enabled`]; off, nothing else runs.
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use opentelemetry::trace::{SpanContext, SpanKind, Status, TraceContextExt, Tracer as _};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+
+use super::export::TRACER;
+
+/// The stream entry field and header that carry the W3C trace context.
+pub const TRACEPARENT: &str = "traceparent";
+
+/// Whether spans are exported (`telemetry.otlp_endpoint` is set).
+pub fn enabled() -> bool {
+    TRACER.get().is_some()
+}
+
+/// The kind of a span.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    Server,
+    Client,
+    Internal,
+}
+
+impl From<Kind> for SpanKind {
+    fn from(kind: Kind) -> Self {
+        match kind {
+            Kind::Server => SpanKind::Server,
+            Kind::Client => SpanKind::Client,
+            Kind::Internal => SpanKind::Internal,
+        }
+    }
+}
+
+/// Another span a span points at (a coalesced store call at each request it carried).
+pub type Link = SpanContext;
+
+/// A span, or nothing when telemetry is off. Ends when dropped, unless ended before.
+pub struct Span {
+    context: Option<Context>,
+}
+
+impl Span {
+    /// No span: telemetry is off.
+    pub const fn none() -> Self {
+        Self { context: None }
+    }
+
+    /// A server span for an inbound request: the child of its `traceparent` (and `tracestate`)
+    /// when it carries one, else the root of a new trace.
+    pub fn server(name: &'static str, headers: &HeaderMap, attributes: Vec<KeyValue>) -> Self {
+        let Some(tracer) = TRACER.get() else {
+            return Self::none();
+        };
+        let parent = TraceContextPropagator::new().extract(&Headers(headers));
+        Self::start(tracer, name, Kind::Server, &parent, attributes, Vec::new())
+    }
+
+    /// A child of the current span (the task's context).
+    pub fn child(name: &'static str, kind: Kind, attributes: Vec<KeyValue>) -> Self {
+        let Some(tracer) = TRACER.get() else {
+            return Self::none();
+        };
+        Self::start(
+            tracer,
+            name,
+            kind,
+            &Context::current(),
+            attributes,
+            Vec::new(),
+        )
+    }
+
+    /// A span whose parent is `parent` (a context carried from elsewhere, or none: a new root),
+    /// linked to each of `links`.
+    pub fn under(
+        name: &'static str,
+        kind: Kind,
+        parent: Option<&Link>,
+        links: Vec<Link>,
+        attributes: Vec<KeyValue>,
+    ) -> Self {
+        let Some(tracer) = TRACER.get() else {
+            return Self::none();
+        };
+        let parent = match parent {
+            Some(link) => Context::new().with_remote_span_context(link.clone()),
+            None => Context::new(),
+        };
+        Self::start(tracer, name, kind, &parent, attributes, links)
+    }
+
+    /// A span whose parent is the `traceparent` of a stream entry, if it has a readable one.
+    pub fn from_traceparent(
+        name: &'static str,
+        kind: Kind,
+        traceparent: Option<&[u8]>,
+        attributes: Vec<KeyValue>,
+    ) -> Self {
+        let Some(tracer) = TRACER.get() else {
+            return Self::none();
+        };
+        let mut headers = HeaderMap::new();
+        if let Some(value) = traceparent.and_then(|v| HeaderValue::from_bytes(v).ok()) {
+            headers.insert(HeaderName::from_static(TRACEPARENT), value);
+        }
+        let parent = TraceContextPropagator::new().extract(&Headers(&headers));
+        Self::start(tracer, name, kind, &parent, attributes, Vec::new())
+    }
+
+    fn start(
+        tracer: &opentelemetry_sdk::trace::SdkTracer,
+        name: &'static str,
+        kind: Kind,
+        parent: &Context,
+        attributes: Vec<KeyValue>,
+        links: Vec<Link>,
+    ) -> Self {
+        let span = tracer
+            .span_builder(name)
+            .with_kind(kind.into())
+            .with_attributes(attributes)
+            .with_links(
+                links
+                    .into_iter()
+                    .map(opentelemetry::trace::Link::with_context)
+                    .collect(),
+            )
+            .start_with_context(tracer, parent);
+        Self {
+            context: Some(parent.with_span(span)),
+        }
+    }
+
+    /// The context to run the span's work in (`FutureExt::with_context`), when there is a span.
+    pub fn context(&self) -> Option<&Context> {
+        self.context.as_ref()
+    }
+
+    /// Adds attributes to the span.
+    pub fn set(&self, attributes: impl FnOnce() -> Vec<KeyValue>) {
+        if let Some(cx) = &self.context {
+            cx.span().set_attributes(attributes());
+        }
+    }
+
+    /// Marks the span failed, with why.
+    pub fn fail(&self, why: impl FnOnce() -> String) {
+        if let Some(cx) = &self.context {
+            cx.span().set_status(Status::error(why()));
+        }
+    }
+
+    /// The span's context as a link or a parent elsewhere (a sampled span only).
+    pub fn link(&self) -> Option<Link> {
+        let cx = self.context.as_ref()?;
+        let span = cx.span();
+        let context = span.span_context();
+        (context.is_valid() && context.is_sampled()).then(|| context.clone())
+    }
+
+    /// Writes the span's `traceparent` (and `tracestate`) into `headers`.
+    pub fn inject(&self, headers: &mut HeaderMap) {
+        if let Some(cx) = &self.context {
+            TraceContextPropagator::new().inject_context(cx, &mut HeadersMut(headers));
+        }
+    }
+
+    /// Ends the span now.
+    pub fn end(mut self) {
+        if let Some(cx) = self.context.take() {
+            cx.span().end();
+        }
+    }
+}
+
+impl Drop for Span {
+    fn drop(&mut self) {
+        if let Some(cx) = self.context.take() {
+            cx.span().end();
+        }
+    }
+}
+
+/// `work` in the current context, taken now (a task spawned for it continues the trace); off,
+/// `work` as it is.
+pub fn in_current<F: std::future::Future>(work: F) -> impl std::future::Future<Output = F::Output> {
+    use opentelemetry::context::FutureExt as _;
+    let cx = enabled().then(Context::current);
+    async move {
+        match cx {
+            Some(cx) => work.with_context(cx).await,
+            None => work.await,
+        }
+    }
+}
+
+/// `work` in `span`'s context, when there is a span.
+pub async fn within<F: std::future::Future>(span: &Span, work: F) -> F::Output {
+    use opentelemetry::context::FutureExt as _;
+    match span.context() {
+        Some(cx) => work.with_context(cx.clone()).await,
+        None => work.await,
+    }
+}
+
+/// Adds attributes to the current span (one whose work is running), when telemetry is on.
+pub fn annotate_current(attributes: impl FnOnce() -> Vec<KeyValue>) {
+    if enabled() {
+        Context::current().span().set_attributes(attributes());
+    }
+}
+
+/// The current span as a link or parent elsewhere (another task, a stream entry), when
+/// telemetry is on and the current span is sampled.
+pub fn current_link() -> Option<Link> {
+    if !enabled() {
+        return None;
+    }
+    let cx = Context::current();
+    let span = cx.span();
+    let context = span.span_context();
+    (context.is_valid() && context.is_sampled()).then(|| context.clone())
+}
+
+/// The `traceparent` value of `link`.
+pub fn link_of(link: &Link) -> String {
+    format!(
+        "00-{}-{}-{:02x}",
+        link.trace_id(),
+        link.span_id(),
+        link.trace_flags().to_u8()
+    )
+}
+
+/// Writes the current span's `traceparent` (and `tracestate`) into `headers` (an outbound
+/// message continues the trace); nothing when telemetry is off.
+pub fn inject_current(headers: &mut HeaderMap) {
+    if !enabled() {
+        return;
+    }
+    let cx = Context::current();
+    if cx.span().span_context().is_valid() {
+        TraceContextPropagator::new().inject_context(&cx, &mut HeadersMut(headers));
+    }
+}
+
+/// The current span's `traceparent` (and `tracestate`) as header pairs, for a message whose
+/// headers are not an `http::HeaderMap` (NATS); empty when telemetry is off.
+pub fn current_headers() -> Vec<(&'static str, String)> {
+    if !enabled() {
+        return Vec::new();
+    }
+    let mut headers = HeaderMap::new();
+    inject_current(&mut headers);
+    ["traceparent", "tracestate"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = headers.get(name)?.to_str().ok()?;
+            Some((name, value.to_owned()))
+        })
+        .collect()
+}
+
+/// The trace and span IDs of the current span, for a log line; `None` when telemetry is off or
+/// no span is current.
+pub fn current_ids() -> Option<(String, String)> {
+    if !enabled() {
+        return None;
+    }
+    let cx = Context::current();
+    let span = cx.span();
+    let context = span.span_context();
+    context.is_valid().then(|| {
+        (
+            context.trace_id().to_string(),
+            context.span_id().to_string(),
+        )
+    })
+}
+
+struct Headers<'a>(&'a HeaderMap);
+
+impl Extractor for Headers<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(HeaderName::as_str).collect()
+    }
+}
+
+struct HeadersMut<'a>(&'a mut HeaderMap);
+
+impl Injector for HeadersMut<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(key.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) {
+            self.0.insert(name, value);
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! Two-phase mode: the sink publish is a client span beneath the webhook's, and the HTTP sink's
+//! message carries its context in `traceparent`.
+
+use std::collections::BTreeMap;
+
+use hookonce::config::{SinkKind, SinkSettings};
+
+use super::*;
+use crate::support::otlp::CLIENT;
+use crate::support::settings::secs;
+use crate::support::worker::Worker;
+
+const TRACE: &str = "5bf92f3577b34da6a3ce929d0e0e4737";
+const PARENT: &str = "10f067aa0ba902b8";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_sink_s_message_carries_the_publish_span_s_context() {
+    let collector = Collector::start().await;
+    let worker = Worker::start().await;
+    let sink = SinkSettings {
+        kind: SinkKind::Http,
+        url: Some(worker.url()),
+        timeout: Some(secs(2)),
+        headers: BTreeMap::new(),
+        ..SinkSettings::default()
+    };
+    let app = TestApp::builder(crate::support::Backend::Redis)
+        .sink(|s| *s = sink)
+        .telemetry(telemetry_to(collector.endpoint(), 1.0))
+        .start()
+        .await;
+    let inbound = format!("00-{TRACE}-{PARENT}-01");
+    let response = post_event(&app, "evt_sink", &[("traceparent", &inbound)]).await;
+    assert_eq!(response.status(), 200);
+    let request = span_of(&collector, "webhook", TRACE).await;
+    assert_eq!(request.parent_span_id, PARENT);
+    let publish = span_of(&collector, "sink publish", TRACE).await;
+    assert_eq!(publish.parent_span_id, request.span_id, "{publish:?}");
+    assert_eq!(publish.kind, CLIENT);
+    let received = worker.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(
+        received[0].headers["traceparent"],
+        format!("00-{TRACE}-{}-01", publish.span_id)
+    );
+}

@@ -18,6 +18,7 @@ mod relay;
 mod secret_file;
 mod sections;
 mod sink;
+mod sink_amqp;
 mod source;
 mod store_tls;
 mod topology;
@@ -41,6 +42,7 @@ pub use relay::{
 pub use secret_file::SecretFile;
 pub use sections::{ServerSettings, ServiceUrl, StoreBackend, StoreSettings, StoreTopology};
 pub use sink::{SinkKind, SinkSettings, SinkTrim};
+pub use sink_amqp::{expand_routing_key, parse_amqp_url, AMQP_SHORT_MAX};
 pub use source::{SourceSettings, NO_SECRET};
 pub use values::{
     ByteSize, HumanDuration, Secret, ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE, MAX_TIMEOUT,

@@ -13,6 +13,7 @@ pub mod freezer;
 pub mod http;
 pub mod metrics;
 pub mod nats;
+pub mod rabbitmq;
 pub mod redis;
 pub mod relay_worker;
 pub mod replica;

@@ -1,17 +1,19 @@
 //! `sink.kind = "rabbitmq"` against a real broker: each event once in the queue under concurrent
 //! duplicates, with its `message_id` and headers; a mismatch answered 422; an unroutable message
 //! answered 503 and its claim released; a broker outage answered 503, and after the restart
-//! every event that was answered 200 is in the queue exactly once.
+//! every event that was answered 200 is in the queue exactly once; and the confirm window (Redis
+//! failing after the confirm) counted: one republish under the same `message_id`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::binary::{hookonce, output_text, write};
-use crate::support::metrics::EVENTS;
+use crate::support::freezer::Freezer;
+use crate::support::metrics::{EVENTS, LEASE_RECLAIMS};
 use crate::support::rabbitmq::{declare, drain, RabbitBroker};
 use crate::support::settings::{secs, SinkKind, SinkSettings};
-use crate::support::{with_id, Backend, TestApp};
+use crate::support::{with_id, Backend, RedisServer, TestApp};
 
 /// Names unique to one test of one process, on a broker other tests may share.
 fn names(test: &str) -> (String, String) {
@@ -284,4 +286,79 @@ async fn rabbitmq_down_answers_503_then_every_accepted_event_is_there_once() {
         "no message beyond the accepted events"
     );
     assert_eq!(messages.len(), seen.len(), "no event twice");
+}
+
+/// The confirm window: Redis stops answering between the broker's confirm and the completion.
+/// The request answers 503 (the claim stays until its lease ends); the provider's retry, here to
+/// a second daemon on the same Redis, reclaims it and publishes again. The queue then holds the
+/// event twice under one `message_id`, which is what a consumer drops; nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabbitmq_a_redis_failure_after_the_confirm_publishes_again_under_one_message_id() {
+    let broker = RabbitBroker::shared();
+    let (exchange, queue) = names("window");
+    declare(&broker.url(), &exchange, &queue, Some("github")).await;
+    let redis = RedisServer::start();
+    let upstream = format!("127.0.0.1:{}", redis.port).parse().unwrap();
+    let freezer = Freezer::start(upstream).await;
+    let mut sink = rabbit_sink(broker.url(), &exchange, None);
+    sink.lease = Some(secs(2));
+    let frozen = TestApp::builder(Backend::Redis)
+        .shared_redis(format!("redis://{}", freezer.addr))
+        .store(|s| s.timeout = secs(1))
+        .sink({
+            let sink = sink.clone();
+            |s| *s = sink
+        })
+        .start()
+        .await;
+    let retry = TestApp::builder(Backend::Redis)
+        .shared_redis(redis.url())
+        .sink(|s| *s = sink)
+        .start()
+        .await;
+    // The claim passes the freezer; the completion after the confirm does not.
+    freezer.freeze_after_next_script();
+    let first = frozen.deliver("github", b"{}", &with_id("window-1")).await;
+    assert_eq!(
+        first.status(),
+        503,
+        "a completion that did not happen is not a 200"
+    );
+    assert_eq!(
+        drain_count(&broker, &queue, "window-1").await,
+        1,
+        "the broker has it"
+    );
+    // Until the lease ends the claim holds; then the retry publishes again and is answered 200.
+    let again = retry.deliver("github", b"{}", &with_id("window-1")).await;
+    assert_eq!(
+        again.status(),
+        409,
+        "the claim is held until its lease ends"
+    );
+    assert_eq!(deliver_until_accepted(&retry, b"{}", "window-1").await, 0);
+    assert_eq!(
+        retry.metric(LEASE_RECLAIMS, &[("source", "github")]).await,
+        1.0
+    );
+    assert_eq!(
+        drain_count(&broker, &queue, "window-1").await,
+        1,
+        "the second copy, with the same message_id, for the consumer to drop"
+    );
+    let replay = retry.deliver("github", b"{}", &with_id("window-1")).await;
+    assert_eq!(replay.headers()["idempotency-replayed"], "true");
+    assert_eq!(drain_count(&broker, &queue, "window-1").await, 0);
+}
+
+/// Drains `queue` and counts the messages whose `message_id` is `id` (every message must be).
+async fn drain_count(broker: &RabbitBroker, queue: &str, id: &str) -> usize {
+    let messages = drain(&broker.url(), queue).await;
+    for message in &messages {
+        assert_eq!(
+            message.properties.message_id().as_ref().unwrap().as_str(),
+            id
+        );
+    }
+    messages.len()
 }

@@ -177,7 +177,13 @@ impl Inner {
             return Ok(link);
         }
         let link = Arc::new(self.open().await.map_err(SinkError::Amqp)?);
-        self.link.store(Some(Arc::clone(&link)));
+        if let Some(old) = self.link.swap(Some(Arc::clone(&link))) {
+            // A channel can close (a 404 from a deleted exchange, say) while its connection
+            // stays open: close that connection rather than leave it, and its I/O loop, behind.
+            tokio::spawn(async move {
+                let _ = old.connection.close(200, "replaced".into()).await;
+            });
+        }
         tracing::info!(message = "RabbitMQ connection restored.", url = %self.redacted);
         Ok(link)
     }

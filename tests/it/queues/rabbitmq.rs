@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::support::binary::{hookonce, output_text, write};
 use crate::support::freezer::Freezer;
 use crate::support::metrics::{EVENTS, LEASE_RECLAIMS};
-use crate::support::rabbitmq::{declare, drain, RabbitBroker};
+use crate::support::rabbitmq::{declare, delete_exchange, drain, RabbitBroker};
 use crate::support::settings::{secs, SinkKind, SinkSettings};
 use crate::support::{with_id, Backend, RedisServer, TestApp};
 
@@ -167,6 +167,23 @@ async fn rabbitmq_unroutable_is_503_and_releases_the_claim() {
     assert_eq!(
         messages[0].header("hookonce-event-id").as_deref(),
         Some("route-1")
+    );
+    // An exchange deleted under the daemon closes its channel (404): 503, and once the exchange
+    // is back, a new channel takes the next event.
+    delete_exchange(&broker.url(), &exchange).await;
+    let gone = t.deliver("github", b"{}", &with_id("route-2")).await;
+    assert_eq!(
+        gone.status(),
+        503,
+        "a deleted exchange is never acknowledged"
+    );
+    declare(&broker.url(), &exchange, &queue, Some(key)).await;
+    assert!(deliver_until_accepted(&t, b"{}", "route-2").await <= 1);
+    let messages = drain(&broker.url(), &queue).await;
+    assert_eq!(messages.len(), 1);
+    assert_eq!(
+        messages[0].header("hookonce-event-id").as_deref(),
+        Some("route-2")
     );
 }
 

@@ -307,3 +307,19 @@ pub async fn drain(url: &str, queue: &str) -> Vec<Received> {
     let _ = connection.close(200, "drained".into()).await;
     received
 }
+
+/// Deletes `exchange` (its bindings go with it).
+pub async fn delete_exchange(url: &str, exchange: &str) {
+    let connection = Connection::connect(url, ConnectionProperties::default())
+        .await
+        .unwrap();
+    let channel = connection.create_channel().await.unwrap();
+    channel
+        .exchange_delete(
+            exchange.into(),
+            lapin::options::ExchangeDeleteOptions::default(),
+        )
+        .await
+        .unwrap();
+    let _ = connection.close(200, "deleted".into()).await;
+}

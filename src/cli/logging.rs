@@ -21,6 +21,11 @@ pub(crate) fn init(format: LogFormat, settings: &Settings) -> std::io::Result<wr
     // async-nats logs the server address, credentials included, at debug level; cap it at info
     // whatever RUST_LOG asks for, so that no password reaches the log.
     let filter = filter.add_directive("async_nats=info".parse().expect("a valid directive"));
+    // lapin and amq-protocol trace AMQP frames, and connection.start-ok carries the PLAIN
+    // password: the same cap (a target directive matches every module path it prefixes).
+    let filter = filter
+        .add_directive("lapin=info".parse().expect("a valid directive"))
+        .add_directive("amq_protocol=info".parse().expect("a valid directive"));
     // The stdout sink owns stdout: logs go to stderr then, so that events stay one JSON per line.
     let to_stderr = settings.sink.kind == SinkKind::Stdout;
     let (terminal, out): (bool, Box<dyn Write + Send>) = if to_stderr {

@@ -19,6 +19,7 @@ mod relay;
 mod secret_file;
 mod sections;
 mod sink;
+mod sink_amqp;
 mod source;
 mod store_tls;
 mod telemetry;
@@ -44,6 +45,7 @@ pub use relay::{
 pub use secret_file::SecretFile;
 pub use sections::{ServerSettings, ServiceUrl, StoreBackend, StoreSettings, StoreTopology};
 pub use sink::{SinkKind, SinkSettings, SinkTrim};
+pub use sink_amqp::{expand_routing_key, parse_amqp_url, AMQP_SHORT_MAX};
 pub use source::{SourceSettings, NO_SECRET};
 pub use telemetry::TelemetrySettings;
 pub use values::{

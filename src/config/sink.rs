@@ -26,6 +26,7 @@ pub enum SinkKind {
     File,
     Nats,
     Http,
+    Rabbitmq,
 }
 
 impl SinkKind {
@@ -36,6 +37,7 @@ impl SinkKind {
             SinkKind::File => "file",
             SinkKind::Nats => "nats",
             SinkKind::Http => "http",
+            SinkKind::Rabbitmq => "rabbitmq",
         }
     }
 
@@ -63,6 +65,7 @@ impl SinkKind {
                 "timeout",
             ],
             SinkKind::Http => &["lease", "url", "timeout", "headers"],
+            SinkKind::Rabbitmq => &["lease", "url", "exchange", "routing_key", "timeout"],
         }
     }
 }
@@ -121,14 +124,22 @@ pub struct SinkSettings {
     /// nats: duplicate window of a stream hookonce creates.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duplicate_window: Option<HumanDuration>,
-    /// http: the worker endpoint events are POSTed to. May carry credentials (userinfo, a
-    /// `?token=`); shown redacted.
+    /// http: the worker endpoint events are POSTed to; rabbitmq: the broker (`amqp://` or
+    /// `amqps://`, with the vhost as its path). May carry credentials (userinfo, a `?token=`);
+    /// shown redacted.
     #[serde(
         skip_serializing_if = "Option::is_none",
         serialize_with = "serialize_redacted"
     )]
     pub url: Option<String>,
-    /// nats, http: how long the sink may take to acknowledge.
+    /// rabbitmq: the exchange messages are published to (it must exist; `""` is the default
+    /// exchange, which routes by queue name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exchange: Option<String>,
+    /// rabbitmq: routing-key template; `{source}` and `{event_type}` are replaced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing_key: Option<String>,
+    /// nats, http, rabbitmq: how long the sink may take to acknowledge.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout: Option<HumanDuration>,
     /// http: static headers added to every POST; values may be `env:NAME` or `file:PATH`.
@@ -155,6 +166,8 @@ impl Default for SinkSettings {
             stream: None,
             duplicate_window: None,
             url: None,
+            exchange: None,
+            routing_key: None,
             timeout: None,
             headers: BTreeMap::new(),
         }
@@ -210,6 +223,10 @@ impl SinkSettings {
         self.subject.as_deref().unwrap_or("hookonce.{source}")
     }
 
+    pub fn routing_key(&self) -> &str {
+        self.routing_key.as_deref().unwrap_or("{source}")
+    }
+
     pub fn nats_stream(&self) -> &str {
         self.stream.as_deref().unwrap_or("HOOKONCE")
     }
@@ -239,6 +256,8 @@ impl SinkSettings {
             SinkKind::File => self.path.is_none().then_some("path"),
             SinkKind::Nats => self.nats_url.is_none().then_some("nats_url"),
             SinkKind::Http => self.url.is_none().then_some("url"),
+            SinkKind::Rabbitmq => (self.url.is_none().then_some("url"))
+                .or_else(|| self.exchange.is_none().then_some("exchange")),
             SinkKind::RedisStream | SinkKind::Stdout => None,
         };
         if let Some(key) = required {
@@ -302,7 +321,9 @@ impl SinkSettings {
             }
         }
         if let Some(url) = &self.url {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
+            if self.kind == SinkKind::Rabbitmq {
+                super::sink_amqp::check_url(url)?;
+            } else if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(ConfigError::invalid(
                     "sink.url",
                     "must start with http:// or https://",
@@ -310,6 +331,10 @@ impl SinkSettings {
             }
             super::endpoints::check_dial_port("sink.url", url)?;
         }
+        if let Some(exchange) = &self.exchange {
+            super::sink_amqp::check_exchange(exchange)?;
+        }
+        super::sink_amqp::check_routing_key(self.routing_key())?;
         if let Some(url) = &self.nats_url {
             if !(url.0.starts_with("nats://") || url.0.starts_with("tls://")) {
                 return Err(ConfigError::invalid(

@@ -3,13 +3,15 @@
 //! - [`line::LineSink`]: JSON lines on stdout or in a file (the embedded default).
 //! - [`nats::NatsSink`]: a NATS JetStream stream, deduplicated by `Nats-Msg-Id`.
 //! - [`http::HttpSink`]: a POST to an internal worker, carrying `Idempotency-Key`.
+//! - [`rabbitmq::RabbitSink`]: a persistent, mandatory message to a RabbitMQ exchange, confirmed.
 //!
-//! A sink reports success only once the event is durable on its side (fsync, PubAck, 2xx); its
-//! answer is the acknowledgement stored in the dedup record.
+//! A sink reports success only once the event is durable on its side (fsync, PubAck, 2xx, a
+//! publisher confirm); its answer is the acknowledgement stored in the dedup record.
 
 pub mod http;
 pub mod line;
 pub mod nats;
+pub mod rabbitmq;
 mod sink;
 
 pub use sink::{Message, Sink, SinkError};
@@ -29,6 +31,8 @@ pub enum SinkStartError {
     },
     #[error(transparent)]
     Nats(#[from] nats::NatsStartError),
+    #[error(transparent)]
+    Rabbitmq(#[from] rabbitmq::RabbitStartError),
     #[error(transparent)]
     Config(#[from] ConfigError),
 }
@@ -51,6 +55,7 @@ pub async fn build(settings: &SinkSettings) -> Result<Arc<dyn Sink>, SinkStartEr
         }
         SinkKind::Nats => Arc::new(nats::NatsSink::connect(settings).await?),
         SinkKind::Http => Arc::new(http::HttpSink::new(settings)?),
+        SinkKind::Rabbitmq => Arc::new(rabbitmq::RabbitSink::connect(settings).await?),
         SinkKind::RedisStream => {
             return Err(ConfigError::invalid(
                 "sink.kind",

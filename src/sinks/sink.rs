@@ -29,6 +29,8 @@ pub enum SinkError {
     Io(#[source] std::io::Error),
     #[error("NATS publish failed: {0}")]
     Nats(String),
+    #[error("RabbitMQ publish failed: {0}")]
+    Amqp(String),
     #[error("worker answered HTTP {0}")]
     Status(u16),
     #[error("worker request failed")]

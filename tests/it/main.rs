@@ -1,5 +1,6 @@
 //! The integration suite, one test binary: real daemons over loopback against real
-//! redis-server and nats-server processes. Each module is one topic; `support` is the harness.
+//! redis-server, nats-server and rabbitmq-server processes. Each module is one topic; `support`
+//! is the harness.
 
 mod access;
 mod architecture;
@@ -17,6 +18,7 @@ mod hostile_http;
 mod partitions;
 mod providers;
 mod proxy;
+mod queues;
 mod redis_store;
 mod relay;
 mod reload;

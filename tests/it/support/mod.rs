@@ -14,6 +14,7 @@ pub mod http;
 pub mod metrics;
 pub mod nats;
 pub mod otlp;
+pub mod rabbitmq;
 pub mod redis;
 pub mod relay_worker;
 pub mod replica;

@@ -5,7 +5,6 @@
 
 use redis::Value;
 
-use super::streams::entries;
 use super::{with_timeout, RedisStore, StoreError, StreamEntry};
 
 /// What a consumer group says of one pending entry (`XPENDING … IDLE`-less extended form).
@@ -25,19 +24,7 @@ impl RedisStore {
         start: &str,
         count: usize,
     ) -> Result<Vec<StreamEntry>, StoreError> {
-        let mut connection = self.connection.clone();
-        let call = async move {
-            let reply: Value = redis::cmd("XREVRANGE")
-                .arg(stream)
-                .arg(end)
-                .arg(start)
-                .arg("COUNT")
-                .arg(count)
-                .query_async(&mut connection)
-                .await?;
-            entries(&reply)
-        };
-        with_timeout(self.timeout, call).await
+        self.ranged("XREVRANGE", stream, (end, start), count).await
     }
 
     /// The one entry `id` of `stream`, if the stream still holds it.

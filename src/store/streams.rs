@@ -227,12 +227,24 @@ impl RedisStore {
         end: &str,
         count: usize,
     ) -> Result<Vec<StreamEntry>, StoreError> {
+        self.ranged("XRANGE", stream, (start, end), count).await
+    }
+
+    /// `XRANGE` or `XREVRANGE` of `stream` between `bounds` (in the command's order), at most
+    /// `count` entries.
+    pub(super) async fn ranged(
+        &self,
+        command: &str,
+        stream: &str,
+        (from, to): (&str, &str),
+        count: usize,
+    ) -> Result<Vec<StreamEntry>, StoreError> {
         let mut connection = self.connection.clone();
         let call = async move {
-            let reply: Value = redis::cmd("XRANGE")
+            let reply: Value = redis::cmd(command)
                 .arg(stream)
-                .arg(start)
-                .arg(end)
+                .arg(from)
+                .arg(to)
                 .arg("COUNT")
                 .arg(count)
                 .query_async(&mut connection)

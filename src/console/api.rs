@@ -168,34 +168,40 @@ pub async fn replay_json(
     State(console): State<Arc<Console>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
-    Path((route, id)): Path<(String, String)>,
+    Path(target): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let user = user_or_401!(console, headers, peer);
-    let w = Write {
-        action: Action::Replay,
-        route: &route,
-        id: &id,
-        source: query.get("source").map(String::as_str),
-    };
-    write(&console, user, &headers, w).await
+    dead_letter_write(Action::Replay, &console, peer, &headers, target, &query).await
 }
 
 pub async fn delete_json(
     State(console): State<Arc<Console>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
-    Path((route, id)): Path<(String, String)>,
+    Path(target): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    dead_letter_write(Action::Delete, &console, peer, &headers, target, &query).await
+}
+
+/// One dead letter's replay or delete through the API: `(route, id)`, `?source=` when the route
+/// reads several sources.
+async fn dead_letter_write(
+    action: Action,
+    console: &Console,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    (route, id): (String, String),
+    query: &HashMap<String, String>,
 ) -> Response {
     let user = user_or_401!(console, headers, peer);
     let w = Write {
-        action: Action::Delete,
+        action,
         route: &route,
         id: &id,
         source: query.get("source").map(String::as_str),
     };
-    write(&console, user, &headers, w).await
+    write(console, user, headers, w).await
 }
 
 pub async fn audit_json(

@@ -245,6 +245,10 @@ fn properties(message: &Message) -> BasicProperties {
     header("hookonce-event-id", &message.event_id);
     header("hookonce-event-type", &message.event_type);
     header("hookonce-received-at", &message.received_at_ms.to_string());
+    // With telemetry on, the publish span's context, so that a consumer continues the trace.
+    for (name, value) in crate::telemetry::current_headers() {
+        header(name, &value);
+    }
     let content_type = message
         .content_type
         .as_deref()

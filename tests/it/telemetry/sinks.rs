@@ -1,5 +1,5 @@
 //! Two-phase mode: the sink publish is a client span beneath the webhook's, and the HTTP sink's
-//! message carries its context in `traceparent`.
+//! and the RabbitMQ sink's messages carry its context in `traceparent`.
 
 use std::collections::BTreeMap;
 
@@ -42,5 +42,38 @@ async fn the_http_sink_s_message_carries_the_publish_span_s_context() {
     assert_eq!(
         received[0].headers["traceparent"],
         format!("00-{TRACE}-{}-01", publish.span_id)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rabbitmq_sink_s_message_carries_the_publish_span_s_context() {
+    use crate::support::rabbitmq::{declare, drain, RabbitBroker};
+    let broker = RabbitBroker::shared();
+    let tag = std::process::id();
+    let (exchange, queue) = (format!("hk-ex-otel-{tag}"), format!("hk-q-otel-{tag}"));
+    declare(&broker.url(), &exchange, &queue, Some("stripe")).await;
+    let collector = Collector::start().await;
+    let sink = SinkSettings {
+        kind: SinkKind::Rabbitmq,
+        url: Some(broker.url()),
+        exchange: Some(exchange.clone()),
+        timeout: Some(secs(5)),
+        lease: Some(secs(5)),
+        ..SinkSettings::default()
+    };
+    let app = TestApp::builder(crate::support::Backend::Redis)
+        .sink(|s| *s = sink)
+        .telemetry(telemetry_to(collector.endpoint(), 1.0))
+        .start()
+        .await;
+    let inbound = format!("00-{TRACE}-{PARENT}-01");
+    let response = post_event(&app, "evt_rabbit", &[("traceparent", &inbound)]).await;
+    assert_eq!(response.status(), 200);
+    let publish = span_of(&collector, "sink publish", TRACE).await;
+    let messages = drain(&broker.url(), &queue).await;
+    assert_eq!(messages.len(), 1);
+    assert_eq!(
+        messages[0].header("traceparent").as_deref(),
+        Some(format!("00-{TRACE}-{}-01", publish.span_id).as_str())
     );
 }

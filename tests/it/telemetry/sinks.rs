@@ -13,9 +13,29 @@ use crate::support::worker::Worker;
 const TRACE: &str = "5bf92f3577b34da6a3ce929d0e0e4737";
 const PARENT: &str = "10f067aa0ba902b8";
 
+/// Delivers the event `id` with an inbound `traceparent` through a daemon whose sink is `sink`
+/// and whose spans go to a fresh collector, and finds its `sink publish`
+/// span, checked to be a client span beneath it; returns that span.
+async fn publish_span(sink: SinkSettings, id: &str) -> ReceivedSpan {
+    let collector = Collector::start().await;
+    let app = TestApp::builder(crate::support::Backend::Redis)
+        .sink(|s| *s = sink)
+        .telemetry(telemetry_to(collector.endpoint(), 1.0))
+        .start()
+        .await;
+    let inbound = format!("00-{TRACE}-{PARENT}-01");
+    let response = post_event(&app, id, &[("traceparent", &inbound)]).await;
+    assert_eq!(response.status(), 200);
+    let request = span_of(&collector, "webhook", TRACE).await;
+    assert_eq!(request.parent_span_id, PARENT);
+    let publish = span_of(&collector, "sink publish", TRACE).await;
+    assert_eq!(publish.parent_span_id, request.span_id, "{publish:?}");
+    assert_eq!(publish.kind, CLIENT);
+    publish
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_http_sink_s_message_carries_the_publish_span_s_context() {
-    let collector = Collector::start().await;
     let worker = Worker::start().await;
     let sink = SinkSettings {
         kind: SinkKind::Http,
@@ -24,19 +44,7 @@ async fn the_http_sink_s_message_carries_the_publish_span_s_context() {
         headers: BTreeMap::new(),
         ..SinkSettings::default()
     };
-    let app = TestApp::builder(crate::support::Backend::Redis)
-        .sink(|s| *s = sink)
-        .telemetry(telemetry_to(collector.endpoint(), 1.0))
-        .start()
-        .await;
-    let inbound = format!("00-{TRACE}-{PARENT}-01");
-    let response = post_event(&app, "evt_sink", &[("traceparent", &inbound)]).await;
-    assert_eq!(response.status(), 200);
-    let request = span_of(&collector, "webhook", TRACE).await;
-    assert_eq!(request.parent_span_id, PARENT);
-    let publish = span_of(&collector, "sink publish", TRACE).await;
-    assert_eq!(publish.parent_span_id, request.span_id, "{publish:?}");
-    assert_eq!(publish.kind, CLIENT);
+    let publish = publish_span(sink, "evt_sink").await;
     let received = worker.received();
     assert_eq!(received.len(), 1);
     assert_eq!(
@@ -52,7 +60,6 @@ async fn the_rabbitmq_sink_s_message_carries_the_publish_span_s_context() {
     let tag = std::process::id();
     let (exchange, queue) = (format!("hk-ex-otel-{tag}"), format!("hk-q-otel-{tag}"));
     declare(&broker.url(), &exchange, &queue, Some("stripe")).await;
-    let collector = Collector::start().await;
     let sink = SinkSettings {
         kind: SinkKind::Rabbitmq,
         url: Some(broker.url()),
@@ -61,15 +68,7 @@ async fn the_rabbitmq_sink_s_message_carries_the_publish_span_s_context() {
         lease: Some(secs(5)),
         ..SinkSettings::default()
     };
-    let app = TestApp::builder(crate::support::Backend::Redis)
-        .sink(|s| *s = sink)
-        .telemetry(telemetry_to(collector.endpoint(), 1.0))
-        .start()
-        .await;
-    let inbound = format!("00-{TRACE}-{PARENT}-01");
-    let response = post_event(&app, "evt_rabbit", &[("traceparent", &inbound)]).await;
-    assert_eq!(response.status(), 200);
-    let publish = span_of(&collector, "sink publish", TRACE).await;
+    let publish = publish_span(sink, "evt_rabbit").await;
     let messages = drain(&broker.url(), &queue).await;
     assert_eq!(messages.len(), 1);
     assert_eq!(

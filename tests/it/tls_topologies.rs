@@ -44,7 +44,7 @@ async fn a_sentinel_group_over_tls_serves_and_is_found_again_after_a_failover() 
     let old_master = group.master();
     let replica = group.other_data_node(old_master);
     group.failover();
-    group.wait_for_master(replica, 20);
+    group.wait_for_master(replica, 40);
     eventually(
         15,
         "deliveries to reach the new master over TLS",

@@ -41,7 +41,7 @@ async fn a_sentinel_failover_under_load_recovers_without_a_restart() {
         app.readiness().await == 503
     })
     .await;
-    group.wait_for_master(replica, 20);
+    group.wait_for_master(replica, 40);
     // The new master has no replica until the old one is back as its replica: WAIT refuses.
     group.restart_as_replica(old_master, replica);
     eventually(15, "events to be acknowledged again", || async {
@@ -102,7 +102,7 @@ async fn a_demoted_master_answering_readonly_is_left_for_the_new_one() {
     })
     .await;
     group.failover();
-    group.wait_for_master(replica, 20);
+    group.wait_for_master(replica, 40);
     group.wait_for_replica_of(old_master, replica);
     eventually(
         15,

@@ -116,7 +116,7 @@ async fn two_phase_mode_behind_sentinel_keeps_every_acknowledged_record_in_a_fai
     })
     .await;
     group.kill(old_master);
-    group.wait_for_master(replica, 20);
+    group.wait_for_master(replica, 40);
     group.restart_as_replica(old_master, replica);
     eventually(15, "events to be acknowledged again", || async {
         let id = format!("evt_after_{}", rand::random::<u64>());

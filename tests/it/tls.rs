@@ -1,6 +1,7 @@
 //! TLS to Redis (`rediss://`) against redis-server's own TLS port, with certificates the suite
 //! makes: the webhook front and the proxy over TLS, client certificates a server requires, a
-//! server certificate the configured CA did not sign, and `hookonce inspect` over TLS.
+//! server certificate the configured CA did not sign, `hookonce inspect` over TLS, and the relay
+//! process with the dead-letter commands over TLS.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -222,4 +223,53 @@ async fn an_insecure_url_connects_without_a_ca_only_when_store_tls_insecure_is_s
         error.contains("the public CAs (no store.tls_ca_file)") && error.contains("UnknownIssuer"),
         "{error}"
     );
+}
+
+/// The relay and the dead-letter commands read Redis over TLS with a client certificate, as the
+/// front does: `hookonce relay` delivers what the front forwarded, and `hookonce dlq list` and
+/// `hookonce inspect` read the same server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_and_its_commands_work_over_tls() {
+    use crate::relay::{cli_ok, config_file_with, ids, relay, route, stripe_event};
+    use crate::support::daemon::Daemon;
+    use crate::support::relay_worker::RelayWorker;
+
+    let tls = Arc::new(TlsFiles::generate());
+    let redis = RedisServer::start_tls(Arc::clone(&tls), "yes", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let worker = RelayWorker::start().await;
+    let routes = relay(
+        true,
+        vec![("billing", route(&["stripe"], &worker.url("billing")))],
+    );
+    let config = config_file_with(
+        dir.path(),
+        &store_toml(&redis, &tls.ca, Some(&tls)),
+        &crate::support::settings::default_sources(),
+        &routes,
+        "",
+    );
+    let t = TestApp::builder(Backend::Redis)
+        .redis(redis)
+        .store(|store| trust(store, &tls, true))
+        .start()
+        .await;
+    let mut relay_process = Daemon::relay(&config, dir.path(), &[]).await;
+
+    let sent = ids("evt_relay_tls", 5);
+    for id in &sent {
+        let response = t
+            .deliver("stripe", &stripe_event(id, "invoice.paid"), &now())
+            .await;
+        assert_eq!(response.status(), 200, "{id}");
+    }
+    worker.wait_acknowledged("billing", &sent, 30).await;
+    assert!(worker.acknowledged("billing").values().all(|n| *n == 1));
+
+    let letters = cli_ok(&config, &["dlq", "list", "--route", "billing", "--json"]);
+    assert!(letters.trim().is_empty(), "no dead letters: {letters}");
+    let shown = cli_ok(&config, &["inspect", "stripe", &sent[0]]);
+    assert!(shown.contains("entry_id:"), "{shown}");
+    relay_process.kill();
+    t.stop().await;
 }

@@ -86,6 +86,25 @@ impl NatsServer {
 
     /// Every message of a JetStream stream, as (Nats-Msg-Id, payload).
     pub async fn messages(&self, stream: &str) -> Vec<(String, Vec<u8>)> {
+        self.raw_messages(stream)
+            .await
+            .into_iter()
+            .map(|message| {
+                let id = message
+                    .headers
+                    .get("Nats-Msg-Id")
+                    .map(|v| v.to_string())
+                    .unwrap_or_default();
+                (id, message.payload.to_vec())
+            })
+            .collect()
+    }
+
+    /// Every message of a JetStream stream, headers and all.
+    pub async fn raw_messages(
+        &self,
+        stream: &str,
+    ) -> Vec<async_nats::jetstream::message::StreamMessage> {
         let client = async_nats::connect(self.url()).await.unwrap();
         let jetstream = async_nats::jetstream::new(client);
         let mut stream = jetstream.get_stream(stream).await.unwrap();
@@ -95,13 +114,7 @@ impl NatsServer {
             if info.state.messages == 0 {
                 break;
             }
-            let message = stream.get_raw_message(sequence).await.unwrap();
-            let id = message
-                .headers
-                .get("Nats-Msg-Id")
-                .map(|v| v.to_string())
-                .unwrap_or_default();
-            messages.push((id, message.payload.to_vec()));
+            messages.push(stream.get_raw_message(sequence).await.unwrap());
         }
         messages
     }

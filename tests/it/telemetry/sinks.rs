@@ -1,5 +1,5 @@
-//! Two-phase mode: the sink publish is a client span beneath the webhook's, and the HTTP sink's
-//! and the RabbitMQ sink's messages carry its context in `traceparent`.
+//! Two-phase mode: the sink publish is a client span beneath the webhook's, and the HTTP, NATS
+//! and RabbitMQ sinks' messages carry its context in `traceparent`.
 
 use std::collections::BTreeMap;
 
@@ -73,6 +73,31 @@ async fn the_rabbitmq_sink_s_message_carries_the_publish_span_s_context() {
     assert_eq!(messages.len(), 1);
     assert_eq!(
         messages[0].header("traceparent").as_deref(),
+        Some(format!("00-{TRACE}-{}-01", publish.span_id).as_str())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_nats_sink_s_message_carries_the_publish_span_s_context() {
+    use crate::support::nats::NatsServer;
+    use hookonce::config::ServiceUrl;
+    let nats = NatsServer::start();
+    let sink = SinkSettings {
+        kind: SinkKind::Nats,
+        nats_url: Some(ServiceUrl(nats.url())),
+        timeout: Some(secs(5)),
+        lease: Some(secs(5)),
+        ..SinkSettings::default()
+    };
+    let publish = publish_span(sink, "evt_nats").await;
+    let messages = nats.raw_messages("HOOKONCE").await;
+    assert_eq!(messages.len(), 1);
+    let traceparent = messages[0]
+        .headers
+        .get("traceparent")
+        .map(|v| v.to_string());
+    assert_eq!(
+        traceparent.as_deref(),
         Some(format!("00-{TRACE}-{}-01", publish.span_id).as_str())
     );
 }

@@ -269,6 +269,7 @@ would be written into the ConfigMap (the messages never repeat a token).
 {{- end }}
 {{- end }}
 
+{{/* The fullname is cut first, so that a long one never gives the console Service the webhook Service's name. */}}
 {{- define "hookonce.consoleFullname" -}}
-{{- printf "%s-console" (include "hookonce.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- printf "%s-console" (include "hookonce.fullname" . | trunc 55 | trimSuffix "-") }}
 {{- end }}

@@ -18,6 +18,12 @@
                                       every file it references in MOUNT: the rendered Secret's value, or a
                                       dummy secret when the Secret is not the chart's
   manifests.py reloader-script OUT.sh writes the reloader sidecar's script
+  manifests.py console PORT off|on|open|closed
+                                      off: no [console], console port, Service or NetworkPolicy rule;
+                                      on: [console] listens on 0.0.0.0:PORT, the webhook pods' container
+                                      port "console", one ClusterIP Service of its own, no Ingress to it;
+                                      open/closed: also a NetworkPolicy with (open) or without (closed)
+                                      a rule for the console port. Readiness stays on port http.
 """
 
 import base64
@@ -75,6 +81,11 @@ def secret_file_paths(toml_text):
     for name, source in config.get("sources", {}).items():
         found += [(f"sources.{name}.secrets_files", path) for path in source.get("secrets_files", [])]
         found += [(f"sources.{name}.secrets", s[5:]) for s in source.get("secrets", []) if s.startswith("file:")]
+    console = config.get("console", {})
+    for key in ("viewer_tokens", "operator_tokens"):
+        tokens = console.get(key, [])
+        tokens = [tokens] if isinstance(tokens, str) else tokens
+        found += [(f"console.{key}[{i}]", s[5:]) for i, s in enumerate(tokens) if s.startswith("file:")]
     for name, route in config.get("relay", {}).get("routes", {}).items():
         for header, value in route.get("headers", {}).items():
             if value.startswith("file:"):
@@ -118,6 +129,64 @@ def check_secret_mount(docs, mount, reloader):
         else:
             assert not sidecar and not pod.get("shareProcessNamespace"), f"{name}: a reloader while it is off"
         print(f"{name}: Secret {volume['secret']['secretName']} at {mount}, reloader {reloader}")
+
+
+def check_console(docs, port, expected):
+    """The console on (its listener, container port and Service) or off (no trace of it)."""
+    config = tomllib.loads(config_toml(docs))
+    webhook = the_one(docs, "Deployment", lambda doc: is_hookonce(doc) and not is_relay(doc))
+    daemon = webhook["spec"]["template"]["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in daemon.get("ports", [])}
+    services = [doc for doc in docs if doc.get("kind") == "Service"
+                and doc["metadata"]["labels"].get("app.kubernetes.io/component") == "console"]
+    policies = [doc for doc in docs if doc.get("kind") == "NetworkPolicy"]
+    console_rules = [rule for policy in policies for rule in policy["spec"].get("ingress", [])
+                     if any(p.get("port") == "console" for p in rule.get("ports", []))]
+    for kind in ("Deployment", "Service"):
+        for doc in docs:
+            if doc.get("kind") == kind and doc["metadata"]["labels"].get("app.kubernetes.io/component") == "relay":
+                spec = doc["spec"]["template"]["spec"]["containers"] if kind == "Deployment" else [doc["spec"]]
+                assert not [p for c in spec for p in c.get("ports", []) if p.get("name") == "console"], \
+                    f"{kind} {doc['metadata']['name']}: the relay has a console port"
+    # Readiness is the webhook listener's, whatever the console does.
+    assert daemon["readinessProbe"]["httpGet"]["port"] == "http", f"readiness on {daemon['readinessProbe']}"
+    if expected == "off":
+        assert "console" not in config, f"[console] in the configuration: {config.get('console')}"
+        assert "console" not in ports, f"container port console: {ports}"
+        assert not services, f"console Service: {[s['metadata']['name'] for s in services]}"
+        assert not console_rules, f"NetworkPolicy rule for the console: {console_rules}"
+        print("no [console], no console port, Service or NetworkPolicy rule")
+        return
+    console = config.get("console")
+    assert console, "no [console] in the configuration"
+    assert console.get("listen") == f"0.0.0.0:{port}", f"console.listen = {console.get('listen')}"
+    assert ports.get("console") == int(port), f"container port console: {ports}"
+    assert len(services) == 1, f"expected one console Service, found {len(services)}"
+    service = services[0]
+    assert service["metadata"]["name"].endswith("-console"), service["metadata"]["name"]
+    assert service["spec"]["type"] == "ClusterIP", f"console Service type {service['spec']['type']}"
+    assert service["spec"]["selector"] == webhook["spec"]["selector"]["matchLabels"], "console Service selects other pods"
+    assert service["spec"]["ports"] == [{"name": "console", "port": int(port), "targetPort": "console", "protocol": "TCP"}], \
+        f"console Service ports {service['spec']['ports']}"
+    webhook_services = [doc for doc in docs if doc.get("kind") == "Service" and doc is not service
+                        and doc["spec"].get("selector") == service["spec"]["selector"]]
+    for other in webhook_services:
+        assert not [p for p in other["spec"]["ports"] if p.get("targetPort") == "console"], \
+            f"Service {other['metadata']['name']} also exposes the console"
+    for ingress in (doc for doc in docs if doc.get("kind") == "Ingress"):
+        for rule in ingress["spec"]["rules"]:
+            for path in rule["http"]["paths"]:
+                assert path["backend"]["service"]["name"] != service["metadata"]["name"], "an Ingress routes to the console"
+    if expected in ("open", "closed"):
+        assert len(policies) == 1, f"expected one NetworkPolicy, found {len(policies)}"
+    if expected == "closed":
+        assert not console_rules, f"the NetworkPolicy opens the console with consoleFrom empty: {console_rules}"
+    elif expected == "open":
+        assert len(console_rules) == 1 and console_rules[0].get("from"), \
+            f"the NetworkPolicy should open the console to consoleFrom only: {console_rules}"
+    secrets = [p for _, p in secret_file_paths(config_toml(docs)) if _.startswith("console.")]
+    print(f"[console] listen {console['listen']}, Service {service['metadata']['name']}:{port}, "
+          f"token files {secrets}, NetworkPolicy rules for the console: {len(console_rules)}")
 
 
 def main():
@@ -174,6 +243,8 @@ def main():
                     f.write(data.get(key, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n"))
         with open(out, "w") as f:
             f.write(text.replace(f"{mount}/", f"{local}/"))
+    elif command == "console":
+        check_console(docs, args[0], args[1])
     elif command == "reloader-script":
         sidecar = [c for d in deployments(docs) for c in d["spec"]["template"]["spec"]["containers"]
                    if c["name"] == "secrets-reloader"]

@@ -1,5 +1,5 @@
 {{/*
-The daemon's TOML configuration, rendered from .Values.config (its telemetry only with an otlp_endpoint), .Values.sources, .Values.relay and .Values.proxies. Its checksum
+The daemon's TOML configuration, rendered from .Values.config (its telemetry only with an otlp_endpoint), .Values.console (only when enabled), .Values.sources, .Values.relay and .Values.proxies. Its checksum
 is a pod annotation, so any change here rolls the pods.
 */}}
 {{- define "hookonce.toml" -}}
@@ -29,6 +29,19 @@ shutdown_timeout = {{ printf "%ds" (int .Values.config.shutdownTimeoutSeconds) |
 [telemetry]
 {{- include "hookonce.tomlTable" . }}
 {{- end }}
+{{- end }}
+{{- if .Values.console.enabled }}
+
+[console]
+listen = {{ printf "0.0.0.0:%d" (int .Values.console.port) | quote }}
+{{- /* Empty lists are left out like nulls: the daemon's default is none. */}}
+{{- $console := dict }}
+{{- range $key, $value := omit .Values.console "enabled" "port" "service" "listen" }}
+{{- if not (and (kindIs "slice" $value) (not $value)) }}
+{{- $_ := set $console $key $value }}
+{{- end }}
+{{- end }}
+{{- include "hookonce.tomlTable" $console }}
 {{- end }}
 {{- range $name, $source := .Values.sources }}
 

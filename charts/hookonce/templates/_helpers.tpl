@@ -61,7 +61,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/*
 Every NAME of an "env:NAME" secret reference (the sources' secrets, the relay routes' header
-values and signing secrets), sorted and unique, one per line.
+values and signing secrets, the console's tokens), sorted and unique, one per line.
 */}}
 {{- define "hookonce.secretEnvNames" -}}
 {{- $names := list }}
@@ -78,6 +78,13 @@ values and signing secrets), sorted and unique, one per line.
 {{- if hasPrefix "env:" $secret }}
 {{- $names = append $names (trimPrefix "env:" $secret) }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if .Values.console.enabled }}
+{{- range $secret := concat (.Values.console.viewer_tokens | default list) (.Values.console.operator_tokens | default list) }}
+{{- if hasPrefix "env:" $secret }}
+{{- $names = append $names (trimPrefix "env:" $secret) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -132,6 +139,14 @@ lists of scalars are written with toJson: JSON strings, numbers, booleans and ar
 {{- fail "hookonce: configure at least one webhook source under .Values.sources or one proxy under .Values.proxies (see values.yaml)" }}
 {{- end }}
 {{- $ports := dict (toString .Values.service.ports.http) "service.ports.http" (toString .Values.service.ports.metrics) "service.ports.metrics" }}
+{{- if .Values.console.enabled }}
+{{- include "hookonce.validateConsole" . }}
+{{- $port := toString (int .Values.console.port) }}
+{{- if hasKey $ports $port }}
+{{- fail (printf "hookonce: console.port %s is already used by %s" $port (get $ports $port)) }}
+{{- end }}
+{{- $_ := set $ports $port "console.port" }}
+{{- end }}
 {{- range $name, $proxy := .Values.proxies }}
 {{- $port := toString (int $proxy.port) }}
 {{- if hasKey $ports $port }}
@@ -166,7 +181,7 @@ lists of scalars are written with toJson: JSON strings, numbers, booleans and ar
 {{- if not .Values.secrets.existingSecret }}
 {{- range $name := splitList "\n" (include "hookonce.secretEnvNames" .) }}
 {{- if and $name (not (hasKey $.Values.secrets.data $name)) }}
-{{- fail (printf "hookonce: a source or relay route references env:%s but secrets.data has no key %s (or set secrets.existingSecret)" $name $name) }}
+{{- fail (printf "hookonce: a source, relay route or console token references env:%s but secrets.data has no key %s (or set secrets.existingSecret)" $name $name) }}
 {{- end }}
 {{- end }}
 {{- if and .Values.secrets.redisUrlKey (not (hasKey .Values.secrets.data .Values.secrets.redisUrlKey)) }}
@@ -230,4 +245,31 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{- define "hookonce.relayFullname" -}}
 {{- printf "%s-relay" (include "hookonce.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The console (console.enabled): it listens off loopback, so it must authenticate its users, which
+the daemon would otherwise refuse at start; its tokens must be secret references, as a literal
+would be written into the ConfigMap (the messages never repeat a token).
+*/}}
+{{- define "hookonce.validateConsole" -}}
+{{- $console := .Values.console }}
+{{- if not (or $console.viewer_tokens $console.operator_tokens $console.identity_header) }}
+{{- fail "hookonce: console.enabled needs console.operator_tokens, console.viewer_tokens or console.identity_header: the console listens on every address of the pod and would let anyone who reaches it replay and delete dead letters (see docs/deploy.md, \"Exposing the console safely\")" }}
+{{- end }}
+{{- range $list := list "viewer_tokens" "operator_tokens" }}
+{{- range $i, $token := (get $console $list | default list) }}
+{{- if not (or (hasPrefix "env:" (toString $token)) (hasPrefix "file:" (toString $token))) }}
+{{- fail (printf "hookonce: console.%s[%d] is a literal token, which would be written into the ConfigMap: put it in the Secret and reference it as \"file:%s/KEY\" (secrets.files) or \"env:KEY\"" $list $i (include "hookonce.secretFilesPath" $)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and $console.identity_header (not $console.trusted_proxies) }}
+{{- fail "hookonce: console.identity_header needs console.trusted_proxies, the authenticating proxy's IP addresses: from any other peer the header is ignored" }}
+{{- end }}
+{{- end }}
+
+{{/* The fullname is cut first, so that a long one never gives the console Service the webhook Service's name. */}}
+{{- define "hookonce.consoleFullname" -}}
+{{- printf "%s-console" (include "hookonce.fullname" . | trunc 55 | trimSuffix "-") }}
 {{- end }}

@@ -13,7 +13,7 @@ never a subPath mount, which would keep the old secret until the pod restarts.
 
 {{/*
 Every secret file the daemon is told to read, one "WHERE PATH" line each: the sources'
-secrets_files and the "file:" references of sources and relay routes.
+secrets_files and the "file:" references of sources, the console's tokens and relay routes.
 */}}
 {{- define "hookonce.secretFileRefs" -}}
 {{- range $source, $settings := .Values.sources }}
@@ -23,6 +23,15 @@ secrets_files and the "file:" references of sources and relay routes.
 {{- range $secret := ($settings.secrets | default list) }}
 {{- if hasPrefix "file:" $secret }}
 {{ printf "sources.%s.secrets %s" $source (trimPrefix "file:" $secret) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if .Values.console.enabled }}
+{{- range $list := list "viewer_tokens" "operator_tokens" }}
+{{- range $i, $token := (get $.Values.console $list | default list) }}
+{{- if hasPrefix "file:" (toString $token) }}
+{{ printf "console.%s[%d] %s" $list $i (trimPrefix "file:" $token) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}

@@ -105,6 +105,14 @@ impl fmt::Debug for Cidr {
     }
 }
 
+impl std::str::FromStr for Cidr {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        Cidr::parse(text)
+    }
+}
+
 impl<'de> Deserialize<'de> for Cidr {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;

@@ -5,13 +5,13 @@
 //! header honoured only from that proxy's addresses. Its listener is checked against the others
 //! by `Settings::validate_listeners`.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::values::one_or_many;
-use super::{ConfigError, HumanDuration, Secret};
+use super::{Cidr, ConfigError, HumanDuration, Secret};
 
 /// `[console]`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -35,12 +35,13 @@ pub struct ConsoleSettings {
     /// A header naming the user, set by an authenticating proxy in front of the console.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub identity_header: Option<String>,
-    /// The peers whose `identity_header` is believed: the proxy's addresses.
+    /// The peers whose `identity_header` is believed: the proxy's addresses or address ranges
+    /// (a proxy in a cluster moves between pod addresses), written as `server.trusted_proxies`.
     #[serde(
         deserialize_with = "one_or_many",
         skip_serializing_if = "Vec::is_empty"
     )]
-    pub trusted_proxies: Vec<IpAddr>,
+    pub trusted_proxies: Vec<Cidr>,
     /// The identities (as the header names them) that may write; every other one reads.
     #[serde(
         deserialize_with = "one_or_many",

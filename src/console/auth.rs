@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use http::HeaderMap;
 use subtle::ConstantTimeEq;
 
-use crate::config::{ConsoleSettings, Secret};
+use crate::config::{Cidr, ConsoleSettings, Secret};
 
 /// What a user may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +47,7 @@ pub struct Access {
     viewers: Vec<Secret>,
     operators: Vec<Secret>,
     identity_header: Option<http::HeaderName>,
-    trusted_proxies: Vec<IpAddr>,
+    trusted_proxies: Vec<Cidr>,
     operator_names: Vec<String>,
     /// No tokens and no identity header: only possible on loopback (checked at load), where
     /// whoever reaches the console is its operator.
@@ -105,7 +105,11 @@ impl Access {
             });
         }
         let header = self.identity_header.as_ref()?;
-        if !self.trusted_proxies.contains(&peer) {
+        if !self
+            .trusted_proxies
+            .iter()
+            .any(|range| range.contains(peer))
+        {
             return None;
         }
         let who = headers.get(header)?.to_str().ok()?.trim();
@@ -241,7 +245,10 @@ mod tests {
             viewer_tokens: vec![Secret::literal("view-1").unwrap()],
             operator_tokens: vec![Secret::literal("op-1").unwrap()],
             identity_header: Some("X-User".to_owned()),
-            trusted_proxies: vec!["10.0.0.1".parse().unwrap()],
+            trusted_proxies: vec![
+                Cidr::parse("10.0.0.1").unwrap(),
+                Cidr::parse("10.0.1.0/24").unwrap(),
+            ],
             operators: vec!["alice".to_owned()],
             ..ConsoleSettings::default()
         }
@@ -264,6 +271,11 @@ mod tests {
             Role::Operator
         );
         assert!(access.by_peer(other, &headers).is_none());
+        let in_range: IpAddr = "10.0.1.7".parse().unwrap();
+        assert_eq!(
+            access.by_peer(in_range, &headers).unwrap().role,
+            Role::Operator
+        );
         headers.insert("x-user", "bob".parse().unwrap());
         assert_eq!(access.by_peer(proxy, &headers).unwrap().role, Role::Viewer);
     }

@@ -265,7 +265,7 @@ would be written into the ConfigMap (the messages never repeat a token).
 {{- end }}
 {{- end }}
 {{- if and $console.identity_header (not $console.trusted_proxies) }}
-{{- fail "hookonce: console.identity_header needs console.trusted_proxies, the authenticating proxy's IP addresses: from any other peer the header is ignored" }}
+{{- fail "hookonce: console.identity_header needs console.trusted_proxies, the authenticating proxy's addresses or ranges: from any other peer the header is ignored" }}
 {{- end }}
 {{- end }}
 

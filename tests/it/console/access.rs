@@ -64,7 +64,8 @@ async fn an_identity_header_is_believed_from_the_trusted_proxy_only() {
     let trusted = TestApp::builder(Backend::Redis)
         .console(|c| {
             c.identity_header = Some("X-User".to_owned());
-            c.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+            // A range, as a proxy moving between pod addresses is named.
+            c.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()];
             c.operators = vec!["alice".to_owned()];
         })
         .start()

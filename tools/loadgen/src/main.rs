@@ -454,26 +454,47 @@ fn rabbitmq_queue(args: &AuditArgs, settings: &Settings) -> anyhow::Result<audit
              (hookonce publishes to an exchange; the audit reads a queue)"
         );
     };
-    let Some(url) = args.amqp_url.clone().or_else(|| settings.sink.url.clone()) else {
-        bail!("give --amqp-url URL, or --config with a sink.url");
+    let url = amqp_url(args.amqp_url.clone(), settings)?;
+    let republish_gap = match args.republish_gap {
+        Some(gap) if gap.is_zero() => bail!("--republish-gap must be above zero"),
+        Some(gap) => gap,
+        None => {
+            let sink = &settings.sink;
+            let gap = sink
+                .lease()
+                .min(sink.timeout())
+                .saturating_sub(settings.store.timeout.0);
+            if gap.is_zero() {
+                bail!(
+                    "sink.lease and sink.timeout are no longer than store.timeout: no gap between \
+                     copies tells a republish from a duplicate; give --republish-gap"
+                );
+            }
+            gap
+        }
     };
-    let republish_gap = args.republish_gap.unwrap_or_else(|| {
-        let sink = &settings.sink;
-        sink.lease()
-            .min(sink.timeout())
-            .saturating_sub(settings.store.timeout.0)
-    });
-    if republish_gap.is_zero() {
-        bail!(
-            "sink.lease and sink.timeout are no longer than store.timeout: no gap between copies \
-             tells a republish from a duplicate; give --republish-gap"
-        );
-    }
     Ok(audit::Queue::RabbitMq {
         url,
         queue,
         republish_gap,
     })
+}
+
+/// The broker's URL: `--amqp-url`, checked here so that a mistake names the flag, or the
+/// configured `sink.url` (checked when the configuration loaded).
+fn amqp_url(flag: Option<String>, settings: &Settings) -> anyhow::Result<String> {
+    match flag {
+        Some(url) => match config::parse_amqp_url(&url) {
+            Ok(_) => Ok(url),
+            Err(config::ConfigError::Invalid { problem, .. }) => bail!("--amqp-url: {problem}"),
+            Err(other) => bail!("--amqp-url: {other}"),
+        },
+        None => settings
+            .sink
+            .url
+            .clone()
+            .context("give --amqp-url URL, or --config with a sink.url"),
+    }
 }
 
 /// The store an audit reads: the configured one, whatever its topology, unless `redis_url`
@@ -522,10 +543,7 @@ async fn amqp_declare(args: AmqpDeclareArgs) -> anyhow::Result<ExitCode> {
             settings.sink.kind.label()
         );
     }
-    let url = args
-        .amqp_url
-        .or(settings.sink.url)
-        .context("give --amqp-url URL, or a sink.url in --config")?;
+    let url = amqp_url(args.amqp_url, &settings)?;
     let exchange = settings.sink.exchange.unwrap_or_default();
     rabbitmq_queue::declare(&url, &exchange, &args.queue, &args.binding)
         .await

@@ -60,6 +60,8 @@ pub struct Contents {
     pub republished: HashMap<String, u32>,
     /// The gap that explained them, when the queue can hold republishes.
     pub republish_gap: Option<Duration>,
+    /// The shortest time between a republish and the copy before it, in milliseconds.
+    pub closest_republish_ms: Option<u64>,
 }
 
 impl Contents {
@@ -86,6 +88,8 @@ pub struct Findings {
     pub republished: Vec<(String, u32)>,
     /// The smallest gap between copies counted as a republish (RabbitMQ), in milliseconds.
     pub republish_gap_ms: Option<u64>,
+    /// The shortest time between a republish and the copy before it, in milliseconds.
+    pub closest_republish_ms: Option<u64>,
 }
 
 impl Findings {
@@ -100,11 +104,13 @@ impl Findings {
         );
         let republished = match self.republish_gap_ms {
             Some(gap) => format!(
-                "  republished {} (copies ≥ {gap} ms apart: the two-phase window)",
+                "  republished {} (copies ≥ {gap} ms apart{}: the two-phase window)",
                 self.republished
                     .iter()
                     .map(|(_, n)| u64::from(*n))
-                    .sum::<u64>()
+                    .sum::<u64>(),
+                self.closest_republish_ms
+                    .map_or(String::new(), |c| format!(", the closest {c} ms"))
             ),
             None => String::new(),
         };
@@ -166,6 +172,7 @@ pub async fn read_queue(queue: &Queue, timeout: Duration) -> Result<Contents, St
                     counts: sorted.counted,
                     republished: sorted.republished,
                     republish_gap: Some(*republish_gap),
+                    closest_republish_ms: sorted.closest_republish_ms,
                 })
             }
         }
@@ -263,6 +270,7 @@ pub fn compare(records: &Records, contents: &Contents) -> Findings {
         republish_gap_ms: contents
             .republish_gap
             .map(|gap| u64::try_from(gap.as_millis()).unwrap_or(u64::MAX)),
+        closest_republish_ms: contents.closest_republish_ms,
         ..Default::default()
     };
     for (id, sent) in &records.events {
@@ -368,6 +376,7 @@ mod tests {
             counts: counts(&[("run1-ok", 1), ("run1-window", 1), ("run1-recovered", 1)]),
             republished: counts(&[("run1-window", 2), ("run1-recovered", 1), ("other", 1)]),
             republish_gap: Some(Duration::from_millis(1500)),
+            closest_republish_ms: Some(2100),
         };
         let findings = compare(&records, &queue);
         assert!(findings.passed());

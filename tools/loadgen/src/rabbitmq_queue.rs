@@ -40,6 +40,9 @@ pub type Copies = HashMap<String, Vec<Option<u64>>>;
 pub struct Sorted {
     pub counted: HashMap<String, u32>,
     pub republished: HashMap<String, u32>,
+    /// The shortest time between a republish and the copy before it, in milliseconds: how far
+    /// above the gap the closest call was.
+    pub closest_republish_ms: Option<u64>,
 }
 
 /// A connection to the broker at `url`. Errors name the redacted URL only: an AMQP password is
@@ -212,7 +215,10 @@ pub fn sort(copies: Copies, gap: Duration) -> Sorted {
         for time in times {
             match (previous, time) {
                 (Some(before), Some(now)) if now.saturating_sub(before) >= gap_ms => {
-                    republished += 1
+                    republished += 1;
+                    let apart = now - before;
+                    sorted.closest_republish_ms =
+                        Some(sorted.closest_republish_ms.map_or(apart, |c| c.min(apart)));
                 }
                 _ => counted += 1,
             }
@@ -273,6 +279,7 @@ mod tests {
             sorted.republished,
             map(&[("window", 1), ("twice", 2), ("both", 1)])
         );
+        assert_eq!(sorted.closest_republish_ms, Some(1_600));
     }
 
     #[test]

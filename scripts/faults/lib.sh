@@ -95,7 +95,7 @@ start_rabbitmq() {
     # /usr/sbin's wrapper, which switches to the rabbitmq user) forwards SIGTERM to the VM and
     # waits for it.
     (
-        cd "$dir"
+        cd "$dir" || exit
         exec env HOME="$dir" RABBITMQ_NODENAME="hookonce-fault-$$@localhost" \
             RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="$RABBIT_PORT" \
             RABBITMQ_DIST_PORT="$dist_port" ERL_EPMD_PORT="$epmd_port" \

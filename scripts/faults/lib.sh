@@ -76,8 +76,9 @@ pass() {
 # trap (cleanup_started).
 start_rabbitmq() {
     local dir=$1 epmd_port dist_port deadline
+    # Each step that can fail returns: callers may run this under `|| fail`, where set -e is off.
     need_file /usr/lib/rabbitmq/bin/rabbitmq-server rabbitmq-server
-    mkdir -p "$dir"
+    mkdir -p "$dir" || return 1
     RABBIT_DIR=$dir
     RABBIT_PORT=$(free_port)
     dist_port=$(free_port)
@@ -88,7 +89,7 @@ start_rabbitmq() {
     epmd -port "$epmd_port" >"$dir/epmd.log" 2>&1 &
     EPMD_PID=$!
     STARTED_PIDS+=("$EPMD_PID")
-    wait_port "$epmd_port"
+    wait_port "$epmd_port" || return 1
     echo '[].' >"$dir/enabled_plugins"
     # No configuration files (paths that do not exist: /etc/rabbitmq belongs to the package's own
     # service, and a rabbitmq.conf costs seconds of translation at boot). The start script (not
@@ -117,7 +118,7 @@ start_rabbitmq() {
         fi
         sleep 0.1
     done
-    wait_port "$RABBIT_PORT"
+    wait_port "$RABBIT_PORT" || return 1
     # The VM as well, should the start script ever go before it.
     STARTED_PIDS+=("$(cat "$dir/node.pid")")
 }

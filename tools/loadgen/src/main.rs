@@ -3,17 +3,19 @@
 //! `run` sends deliveries signed exactly as a configured source's provider signs them (it reads
 //! the same hookonce configuration file as the daemon, so signatures and secrets never drift),
 //! measures throughput and latency, and records every attempt's status. `audit` reads the
-//! daemon's queue (Redis Stream or JetStream subject) and checks the record against it: nothing
-//! acknowledged may be missing, nothing may be there twice. `audit-relay` checks the relay's
+//! daemon's queue (Redis Stream, JetStream subject, or a RabbitMQ queue bound to the sink's
+//! exchange) and checks the record against it: nothing acknowledged may be missing, nothing may
+//! be there twice (RabbitMQ's republishes through the two-phase window are counted apart). `audit-relay` checks the relay's
 //! side: the workers' record of deliveries against the streams, route by route.
 //!
 //! Modules: `workload` (bodies and signatures), `http` (one raw keep-alive connection per slot),
 //! `runner` (dispatch, spacing, retries), `report` (histograms, progress), `record` (the attempt
-//! log), `audit` (queue vs record), `relay_audit` (workers' record vs streams), `requests`
+//! log), `audit` (queue vs record), `rabbitmq_queue` (the audit's RabbitMQ reader), `relay_audit` (workers' record vs streams), `requests`
 //! (pre-signed requests in a file, for wrk: `bench/wrk-signed.lua`).
 
 mod audit;
 mod http;
+mod rabbitmq_queue;
 mod record;
 mod relay_audit;
 mod report;
@@ -47,6 +49,9 @@ enum Command {
     /// Check the workers' record of relay deliveries against the streams: every entry delivered
     /// to every matching route (or dead-lettered), duplicates explained; exit 1 otherwise.
     AuditRelay(AuditRelayArgs),
+    /// Declare the RabbitMQ sink's exchange (durable, direct) and a durable queue bound to it,
+    /// for `audit --amqp-queue` to read; hookonce checks its exchange but never declares it.
+    AmqpDeclare(AmqpDeclareArgs),
     /// Write pre-signed, all-unique requests to a file, for a client that cannot sign (wrk's
     /// Lua, `bench/wrk-signed.lua`): one template and each request's varying bytes.
     Requests(RequestsArgs),
@@ -77,6 +82,22 @@ struct RequestsArgs {
     /// The file to write.
     #[arg(long)]
     out: PathBuf,
+}
+
+#[derive(Args)]
+struct AmqpDeclareArgs {
+    /// hookonce configuration file: its sink.url and sink.exchange.
+    #[arg(long, env = "HOOKONCE_CONFIG")]
+    config: PathBuf,
+    /// The broker, instead of the configured sink.url (never printed unredacted).
+    #[arg(long)]
+    amqp_url: Option<String>,
+    /// The queue to declare and bind.
+    #[arg(long)]
+    queue: String,
+    /// The binding key: a routing key the sink's `sink.routing_key` makes (e.g. the source).
+    #[arg(long)]
+    binding: String,
 }
 
 #[derive(Args)]
@@ -202,6 +223,18 @@ struct AuditArgs {
     /// Read this stream key instead of the configured one.
     #[arg(long)]
     stream: Option<String>,
+    /// RabbitMQ (`sink.kind = "rabbitmq"`, or without --config): the queue to read, bound to
+    /// sink.exchange before the daemon started. Its messages are read, not consumed.
+    #[arg(long)]
+    amqp_queue: Option<String>,
+    /// RabbitMQ: the broker, instead of the configured sink.url (never printed unredacted).
+    #[arg(long, requires = "amqp_queue")]
+    amqp_url: Option<String>,
+    /// RabbitMQ: copies of one event at least this far apart (by hookonce-received-at) are
+    /// republishes through the two-phase window, not duplicates (default: the smaller of
+    /// sink.lease and sink.timeout, less store.timeout).
+    #[arg(long, requires = "amqp_queue", value_parser = humantime::parse_duration)]
+    republish_gap: Option<Duration>,
     /// Give up reading the queue after this long.
     #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
     timeout: Duration,
@@ -227,6 +260,7 @@ fn main() -> ExitCode {
         Command::Run(args) => runtime.block_on(run(*args)),
         Command::Audit(args) => runtime.block_on(audit(args)),
         Command::AuditRelay(args) => runtime.block_on(audit_relay(args)),
+        Command::AmqpDeclare(args) => runtime.block_on(amqp_declare(args)),
         Command::Requests(args) => write_requests(args),
     };
     match result {
@@ -383,6 +417,10 @@ async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
             stream: s.sink.nats_stream().to_owned(),
             subject: s.sink.subject().replace("{source}", &args.source),
         },
+        Some(s) if s.sink.kind == SinkKind::Rabbitmq || args.amqp_queue.is_some() => {
+            rabbitmq_queue(&args, s)?
+        }
+        None if args.amqp_queue.is_some() => rabbitmq_queue(&args, &Settings::default())?,
         _ => redis_queue(&args, settings.as_ref())?,
     };
     let mut records = record::Records::default();
@@ -391,10 +429,10 @@ async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
             .read(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
     }
-    let counts = audit::read_queue(&queue, args.timeout)
+    let contents = audit::read_queue(&queue, args.timeout)
         .await
         .map_err(anyhow::Error::msg)?;
-    let findings = audit::compare(&records, &counts);
+    let findings = audit::compare(&records, &contents);
     findings.print();
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_vec_pretty(&findings)?)
@@ -405,6 +443,58 @@ async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The RabbitMQ queue an audit reads: `--amqp-queue` on `--amqp-url` or the configured
+/// `sink.url`, and the gap that tells a republish from a duplicate.
+fn rabbitmq_queue(args: &AuditArgs, settings: &Settings) -> anyhow::Result<audit::Queue> {
+    let Some(queue) = args.amqp_queue.clone() else {
+        bail!(
+            "sink.kind = \"rabbitmq\": give --amqp-queue NAME, a queue bound to sink.exchange \
+             (hookonce publishes to an exchange; the audit reads a queue)"
+        );
+    };
+    let url = amqp_url(args.amqp_url.clone(), settings)?;
+    let republish_gap = match args.republish_gap {
+        Some(gap) if gap.is_zero() => bail!("--republish-gap must be above zero"),
+        Some(gap) => gap,
+        None => {
+            let sink = &settings.sink;
+            let gap = sink
+                .lease()
+                .min(sink.timeout())
+                .saturating_sub(settings.store.timeout.0);
+            if gap.is_zero() {
+                bail!(
+                    "sink.lease and sink.timeout are no longer than store.timeout: no gap between \
+                     copies tells a republish from a duplicate; give --republish-gap"
+                );
+            }
+            gap
+        }
+    };
+    Ok(audit::Queue::RabbitMq {
+        url,
+        queue,
+        republish_gap,
+    })
+}
+
+/// The broker's URL: `--amqp-url`, checked here so that a mistake names the flag, or the
+/// configured `sink.url` (checked when the configuration loaded).
+fn amqp_url(flag: Option<String>, settings: &Settings) -> anyhow::Result<String> {
+    match flag {
+        Some(url) => match config::parse_amqp_url(&url) {
+            Ok(_) => Ok(url),
+            Err(config::ConfigError::Invalid { problem, .. }) => bail!("--amqp-url: {problem}"),
+            Err(other) => bail!("--amqp-url: {other}"),
+        },
+        None => settings
+            .sink
+            .url
+            .clone()
+            .context("give --amqp-url URL, or --config with a sink.url"),
+    }
 }
 
 /// The store an audit reads: the configured one, whatever its topology, unless `redis_url`
@@ -442,6 +532,29 @@ fn redis_queue(args: &AuditArgs, settings: Option<&Settings>) -> anyhow::Result<
         store: Box::new(store),
         streams,
     })
+}
+
+async fn amqp_declare(args: AmqpDeclareArgs) -> anyhow::Result<ExitCode> {
+    let settings = load(&args.config)?;
+    if settings.sink.kind != SinkKind::Rabbitmq {
+        bail!(
+            "{} has sink.kind = {:?}, not \"rabbitmq\"",
+            args.config.display(),
+            settings.sink.kind.label()
+        );
+    }
+    let url = amqp_url(args.amqp_url, &settings)?;
+    let exchange = settings.sink.exchange.unwrap_or_default();
+    rabbitmq_queue::declare(&url, &exchange, &args.queue, &args.binding)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "declared exchange {exchange:?} and queue {:?} bound with {:?} on {}",
+        args.queue,
+        args.binding,
+        config::redact_url(&url)
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn audit_relay(args: AuditRelayArgs) -> anyhow::Result<ExitCode> {

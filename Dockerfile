@@ -14,9 +14,16 @@ ARG DEBIAN_RELEASE=bookworm
 
 FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE} AS build
 WORKDIR /src
+# The Kafka sink's librdkafka is built from the sources bundled in rdkafka-sys (its configure,
+# make, and a Python script that writes a linker script), and OpenSSL is linked statically from
+# libssl-dev (.cargo/config.toml): the runtime image needs neither.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends make pkg-config libssl-dev python3 \
+ && rm -rf /var/lib/apt/lists/*
 # Dependencies first: this layer is rebuilt only when a manifest or the lock file changes. The
 # workspace's other member (the load generator) is not built here, but cargo needs its manifest.
 COPY Cargo.toml Cargo.lock ./
+COPY .cargo/config.toml .cargo/
 COPY tools/loadgen/Cargo.toml tools/loadgen/
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo fetch --locked

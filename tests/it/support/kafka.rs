@@ -26,11 +26,14 @@ enum Command {
     CreateTopic(String, i32),
 }
 
+/// A command and where its result goes.
+type Sent = (Command, mpsc::Sender<Result<(), String>>);
+
 /// A mock cluster of `brokers` brokers, alive until this is dropped.
 pub struct KafkaMock {
     bootstrap: String,
     brokers: i32,
-    commands: Option<mpsc::Sender<(Command, mpsc::Sender<Result<(), String>>)>>,
+    commands: Option<mpsc::Sender<Sent>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -41,7 +44,7 @@ impl KafkaMock {
         let thread = std::thread::spawn(move || {
             let cluster = MockCluster::new(brokers).expect("start librdkafka's mock cluster");
             ready.send(cluster.bootstrap_servers()).unwrap();
-            let received: mpsc::Receiver<(Command, mpsc::Sender<Result<(), String>>)> = received;
+            let received: mpsc::Receiver<Sent> = received;
             // Ends when the handle drops its sender.
             for (command, done) in received {
                 let result = match command {

@@ -115,8 +115,8 @@ fn client_config(settings: &SinkSettings) -> ClientConfig {
         .set("request.timeout.ms", &timeout_ms)
         .set("security.protocol", security.protocol());
     if security.uses_tls() && security.tls_ca_file.is_none() {
-        // The system's CAs wherever the distribution keeps them: OpenSSL is linked statically,
-        // and its compiled-in directory need not exist where the binary runs.
+        // The system's CAs wherever the distribution keeps them (librdkafka probes the usual
+        // bundle paths), not only where OpenSSL was configured to look.
         config.set("ssl.ca.location", "probe");
     }
     for (key, path) in [

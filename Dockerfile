@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 #
 # hookonce container image: a release build on the Rust image, copied onto distroless "cc" (glibc,
-# libgcc, CA certificates and nothing else: no shell, no package manager), running as uid 65532.
+# libgcc, libssl3 for the Kafka sink's TLS, CA certificates and nothing else: no shell, no package
+# manager), running as uid 65532.
 #
 #   docker build -t hookonce:dev .
 #   docker run --rm -p 8080:8080 -p 9090:9090 -v "$PWD/hookonce.toml:/etc/hookonce/hookonce.toml:ro" hookonce:dev
@@ -14,6 +15,12 @@ ARG DEBIAN_RELEASE=bookworm
 
 FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE} AS build
 WORKDIR /src
+# The Kafka sink's librdkafka is built from the sources bundled in rdkafka-sys (its configure,
+# make, and a Python script that writes a linker script) and linked statically; it uses the
+# system's OpenSSL (libssl-dev here, libssl3 at run time, which the distroless "cc" image has).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends make pkg-config libssl-dev python3 \
+ && rm -rf /var/lib/apt/lists/*
 # Dependencies first: this layer is rebuilt only when a manifest or the lock file changes. The
 # workspace's other member (the load generator) is not built here, but cargo needs its manifest.
 COPY Cargo.toml Cargo.lock ./

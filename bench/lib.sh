@@ -32,12 +32,12 @@ trap cleanup_started EXIT
 
 log() { printf '==> %s\n' "$*" >&2; }
 
-build_release() { # hookonce and the load generator (tools/loadgen) in $PROFILE, one cargo build
+build_release() { # hookonce, the load generator and the Kafka mock (tools/loadgen) in $PROFILE, one cargo build
     if [[ -n ${BENCH_NO_BUILD:-} && -x $HOOKONCE && -x $LOADGEN ]]; then
         log "BENCH_NO_BUILD: measuring the binaries already built"
         return 0
     fi
-    local flags=(--locked --workspace --bin hookonce --bin hookonce-loadgen)
+    local flags=(--locked --workspace --bin hookonce --bin hookonce-loadgen --bin hookonce-kafka-mock)
     [[ $PROFILE == release ]] && flags+=(--release)
     log "cargo build ${flags[*]}"
     (cd "$ROOT" && cargo build "${flags[@]}") >&2

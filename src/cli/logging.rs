@@ -26,6 +26,11 @@ pub(crate) fn init(format: LogFormat, settings: &Settings) -> std::io::Result<wr
     let filter = filter
         .add_directive("lapin=info".parse().expect("a valid directive"))
         .add_directive("amq_protocol=info".parse().expect("a valid directive"));
+    // librdkafka's own lines come through the Kafka sink's callbacks; the crate's `log` lines
+    // (librdkafka's debug contexts included) are capped the same way.
+    let filter = filter
+        .add_directive("rdkafka=info".parse().expect("a valid directive"))
+        .add_directive("librdkafka=info".parse().expect("a valid directive"));
     // The stdout sink owns stdout: logs go to stderr then, so that events stay one JSON per line.
     let to_stderr = settings.sink.kind == SinkKind::Stdout;
     let (terminal, out): (bool, Box<dyn Write + Send>) = if to_stderr {

@@ -20,6 +20,8 @@ mod secret_file;
 mod sections;
 mod sink;
 mod sink_amqp;
+mod sink_kafka;
+mod sink_values;
 mod source;
 mod store_tls;
 mod telemetry;
@@ -46,6 +48,9 @@ pub use secret_file::SecretFile;
 pub use sections::{ServerSettings, ServiceUrl, StoreBackend, StoreSettings, StoreTopology};
 pub use sink::{SinkKind, SinkSettings, SinkTrim};
 pub use sink_amqp::{expand_routing_key, parse_amqp_url, AMQP_SHORT_MAX};
+pub use sink_kafka::{
+    expand_topic, KafkaSecurity, KAFKA_REPORT_GRACE, KAFKA_TOPIC_MAX, SASL_MECHANISMS,
+};
 pub use source::{SourceSettings, NO_SECRET};
 pub use telemetry::TelemetrySettings;
 pub use values::{

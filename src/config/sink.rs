@@ -5,10 +5,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    ByteSize, ConfigError, HumanDuration, Secret, ServiceUrl, ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE,
-    MAX_TIMEOUT,
-};
+use super::sink_kafka::KafkaSecurity;
+use super::{ByteSize, ConfigError, HumanDuration, Secret, ServiceUrl};
 
 /// `sink.coalesce` when not configured.
 pub const COALESCE_DEFAULT: bool = true;
@@ -27,6 +25,7 @@ pub enum SinkKind {
     Nats,
     Http,
     Rabbitmq,
+    Kafka,
 }
 
 impl SinkKind {
@@ -38,6 +37,7 @@ impl SinkKind {
             SinkKind::Nats => "nats",
             SinkKind::Http => "http",
             SinkKind::Rabbitmq => "rabbitmq",
+            SinkKind::Kafka => "kafka",
         }
     }
 
@@ -66,6 +66,19 @@ impl SinkKind {
             ],
             SinkKind::Http => &["lease", "url", "timeout", "headers"],
             SinkKind::Rabbitmq => &["lease", "url", "exchange", "routing_key", "timeout"],
+            SinkKind::Kafka => &[
+                "lease",
+                "brokers",
+                "topic",
+                "timeout",
+                "tls",
+                "tls_ca_file",
+                "tls_cert_file",
+                "tls_key_file",
+                "sasl_mechanism",
+                "sasl_username",
+                "sasl_password",
+            ],
         }
     }
 }
@@ -139,7 +152,36 @@ pub struct SinkSettings {
     /// rabbitmq: routing-key template; `{source}` and `{event_type}` are replaced.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routing_key: Option<String>,
-    /// nats, http, rabbitmq: how long the sink may take to acknowledge.
+    /// kafka: the bootstrap brokers, `host:port` each.
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "super::values::one_or_many"
+    )]
+    pub brokers: Vec<String>,
+    /// kafka: topic template; `{source}` is replaced by the source name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    /// kafka: TLS to the brokers (implied by any `tls_*` file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<bool>,
+    /// kafka: the CAs that sign the brokers' certificates (PEM); the system's when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_ca_file: Option<PathBuf>,
+    /// kafka: a client certificate (PEM), with `tls_key_file`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// kafka: the client certificate's private key (PEM).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_key_file: Option<PathBuf>,
+    /// kafka: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sasl_mechanism: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sasl_username: Option<String>,
+    /// kafka: a literal, `env:NAME` or `file:PATH`; shown redacted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sasl_password: Option<Secret>,
+    /// nats, http, rabbitmq, kafka: how long the sink may take to acknowledge.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout: Option<HumanDuration>,
     /// http: static headers added to every POST; values may be `env:NAME` or `file:PATH`.
@@ -168,6 +210,15 @@ impl Default for SinkSettings {
             url: None,
             exchange: None,
             routing_key: None,
+            brokers: Vec::new(),
+            topic: None,
+            tls: None,
+            tls_ca_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
+            sasl_mechanism: None,
+            sasl_username: None,
+            sasl_password: None,
             timeout: None,
             headers: BTreeMap::new(),
         }
@@ -227,6 +278,23 @@ impl SinkSettings {
         self.routing_key.as_deref().unwrap_or("{source}")
     }
 
+    pub fn topic(&self) -> &str {
+        self.topic.as_deref().unwrap_or("hookonce.{source}")
+    }
+
+    /// The Kafka sink's TLS and SASL keys.
+    pub fn kafka_security(&self) -> KafkaSecurity<'_> {
+        KafkaSecurity {
+            tls: self.tls,
+            tls_ca_file: self.tls_ca_file.as_ref(),
+            tls_cert_file: self.tls_cert_file.as_ref(),
+            tls_key_file: self.tls_key_file.as_ref(),
+            sasl_mechanism: self.sasl_mechanism.as_deref(),
+            sasl_username: self.sasl_username.as_deref(),
+            sasl_password: self.sasl_password.as_ref(),
+        }
+    }
+
     pub fn nats_stream(&self) -> &str {
         self.stream.as_deref().unwrap_or("HOOKONCE")
     }
@@ -258,6 +326,7 @@ impl SinkSettings {
             SinkKind::Http => self.url.is_none().then_some("url"),
             SinkKind::Rabbitmq => (self.url.is_none().then_some("url"))
                 .or_else(|| self.exchange.is_none().then_some("exchange")),
+            SinkKind::Kafka => self.brokers.is_empty().then_some("brokers"),
             SinkKind::RedisStream | SinkKind::Stdout => None,
         };
         if let Some(key) = required {
@@ -268,137 +337,8 @@ impl SinkSettings {
         }
         self.validate_values()
     }
-
-    /// Checks the values of the keys that are set.
-    fn validate_values(&self) -> Result<(), ConfigError> {
-        // The lease is a Redis `PX` and a deadline in milliseconds, the duplicate window a
-        // JetStream count of nanoseconds: bounded, neither can be refused after a write ran.
-        for (key, value, max) in [
-            ("lease", self.lease, MAX_LEASE),
-            ("timeout", self.timeout, MAX_TIMEOUT),
-            ("sample_interval", self.sample_interval, MAX_LEASE),
-            ("duplicate_window", self.duplicate_window, MAX_DEDUP_TTL),
-        ] {
-            if let Some(value) = value {
-                value.check(format!("sink.{key}"), ABOVE_ZERO, max)?;
-            }
-        }
-        if let Some(window) = self.coalesce_window {
-            window.check(
-                "sink.coalesce_window",
-                std::time::Duration::ZERO,
-                MAX_COALESCE_WINDOW,
-            )?;
-        }
-        for (key, value, (min, _, max)) in [
-            (
-                "coalesce_max_events",
-                self.coalesce_max_events,
-                COALESCE_MAX_EVENTS,
-            ),
-            (
-                "coalesce_in_flight",
-                self.coalesce_in_flight,
-                COALESCE_IN_FLIGHT,
-            ),
-        ] {
-            if let Some(value) = value {
-                if !(min..=max).contains(&value) {
-                    return Err(ConfigError::invalid(
-                        format!("sink.{key}"),
-                        format!("must be {min} to {max}"),
-                    ));
-                }
-            }
-        }
-        if let Some(bytes) = self.coalesce_max_bytes {
-            let (min, _, max) = COALESCE_MAX_BYTES;
-            if !(min..=max).contains(&bytes.0) {
-                return Err(ConfigError::invalid(
-                    "sink.coalesce_max_bytes",
-                    "must be 1KiB to 64MiB",
-                ));
-            }
-        }
-        if let Some(url) = &self.url {
-            if self.kind == SinkKind::Rabbitmq {
-                super::sink_amqp::check_url(url)?;
-            } else if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(ConfigError::invalid(
-                    "sink.url",
-                    "must start with http:// or https://",
-                ));
-            }
-            super::endpoints::check_dial_port("sink.url", url)?;
-        }
-        if let Some(exchange) = &self.exchange {
-            super::sink_amqp::check_exchange(exchange)?;
-        }
-        super::sink_amqp::check_routing_key(self.routing_key())?;
-        if let Some(url) = &self.nats_url {
-            if !(url.0.starts_with("nats://") || url.0.starts_with("tls://")) {
-                return Err(ConfigError::invalid(
-                    "sink.nats_url",
-                    "must start with nats:// or tls://",
-                ));
-            }
-            super::endpoints::check_dial_port("sink.nats_url", &url.0)?;
-        }
-        if self.subject().is_empty() || self.subject().contains([' ', '*', '>']) {
-            return Err(ConfigError::invalid(
-                "sink.subject",
-                "must be a literal subject (no spaces or wildcards)",
-            ));
-        }
-        for name in self.headers.keys() {
-            let key = format!("sink.headers.{name}");
-            if axum::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                return Err(ConfigError::invalid(key, "is not a valid header name"));
-            }
-            super::endpoints::check_static_header(&key, name)?;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::from_toml;
-
-    const BASE: &str = "[store]\nbackend = \"redis\"\n[sources.s]\nprovider = \"stripe\"\nsecrets = [\"whsec_x\"]\n";
-
-    fn error(sink: &str) -> String {
-        let text = format!("{BASE}[sink]\n{sink}\n");
-        match from_toml(&text).and_then(|s| s.validate().map(|()| s)) {
-            Ok(_) => String::new(),
-            Err(e) => e.to_string(),
-        }
-    }
-
-    #[test]
-    fn coalescing_keys_are_bounded_and_errors_name_the_key() {
-        assert_eq!(error("coalesce = false\ncoalesce_max_events = 10000"), "");
-        assert_eq!(
-            error("coalesce_window = \"100ms\"\ncoalesce_in_flight = 16"),
-            ""
-        );
-        assert_eq!(error("coalesce_max_bytes = \"64MiB\""), "");
-        for (sink, key) in [
-            ("coalesce_max_events = 0", "sink.coalesce_max_events"),
-            ("coalesce_max_events = 10001", "sink.coalesce_max_events"),
-            ("coalesce_in_flight = 0", "sink.coalesce_in_flight"),
-            ("coalesce_in_flight = 17", "sink.coalesce_in_flight"),
-            ("coalesce_window = \"101ms\"", "sink.coalesce_window"),
-            ("coalesce_max_bytes = \"512B\"", "sink.coalesce_max_bytes"),
-            ("coalesce_max_bytes = \"65MiB\"", "sink.coalesce_max_bytes"),
-            ("kind = \"stdout\"\ncoalesce = false", "sink.coalesce"),
-            (
-                "kind = \"stdout\"\ncoalesce_window = \"1ms\"",
-                "sink.coalesce_window",
-            ),
-        ] {
-            let message = error(sink);
-            assert!(message.starts_with(key), "{sink}: {message}");
-        }
-    }
-}
+#[path = "sink_tests.rs"]
+mod tests;

@@ -78,41 +78,59 @@ impl StoreSettings {
                 ));
             }
         }
-        match (&self.tls_cert_file, &self.tls_key_file) {
-            (None, None) => {}
-            (Some(_), None) => {
-                return Err(ConfigError::invalid(
-                    "store.tls_key_file",
-                    "must be set with store.tls_cert_file (a client certificate needs its key)",
-                ))
-            }
-            (None, Some(_)) => {
-                return Err(ConfigError::invalid(
-                    "store.tls_cert_file",
-                    "must be set with store.tls_key_file (a client key needs its certificate)",
-                ))
-            }
-            (Some(cert), Some(key)) => {
-                if read_certificates("store.tls_cert_file", cert)? == 0 {
-                    return Err(ConfigError::invalid(
-                        "store.tls_cert_file",
-                        format!("{} holds no PEM certificate", cert.display()),
-                    ));
-                }
-                read_file("store.tls_key_file", key)?;
-                PrivateKeyDer::from_pem_file(key).map_err(|error| {
-                    ConfigError::invalid(
-                        "store.tls_key_file",
-                        format!(
-                            "{} holds no readable PEM private key: {error}",
-                            key.display()
-                        ),
-                    )
-                })?;
-            }
-        }
-        Ok(())
+        check_client_pair(
+            "store",
+            self.tls_cert_file.as_deref(),
+            self.tls_key_file.as_deref(),
+        )
     }
+}
+
+/// `{section}.tls_cert_file` and `{section}.tls_key_file`: both or neither, a readable PEM
+/// certificate and a readable PEM private key.
+pub(super) fn check_client_pair(
+    section: &str,
+    cert: Option<&Path>,
+    key: Option<&Path>,
+) -> Result<(), ConfigError> {
+    let (cert_key, key_key) = (
+        format!("{section}.tls_cert_file"),
+        format!("{section}.tls_key_file"),
+    );
+    match (cert, key) {
+        (None, None) => {}
+        (Some(_), None) => {
+            return Err(ConfigError::invalid(
+                key_key,
+                format!("must be set with {cert_key} (a client certificate needs its key)"),
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError::invalid(
+                cert_key,
+                format!("must be set with {key_key} (a client key needs its certificate)"),
+            ))
+        }
+        (Some(cert), Some(key)) => {
+            if read_certificates(&cert_key, cert)? == 0 {
+                return Err(ConfigError::invalid(
+                    cert_key,
+                    format!("{} holds no PEM certificate", cert.display()),
+                ));
+            }
+            read_file(&key_key, key)?;
+            PrivateKeyDer::from_pem_file(key).map_err(|error| {
+                ConfigError::invalid(
+                    key_key,
+                    format!(
+                        "{} holds no readable PEM private key: {error}",
+                        key.display()
+                    ),
+                )
+            })?;
+        }
+    }
+    Ok(())
 }
 
 fn indexed<'a>(key: &str, urls: &'a [ServiceUrl]) -> Vec<(String, &'a ServiceUrl)> {
@@ -148,7 +166,7 @@ fn read_file(key: &str, path: &Path) -> Result<Vec<u8>, ConfigError> {
 
 /// How many PEM certificates the file holds; an error when it cannot be read or one of them
 /// does not parse.
-fn read_certificates(key: &str, path: &Path) -> Result<usize, ConfigError> {
+pub(super) fn read_certificates(key: &str, path: &Path) -> Result<usize, ConfigError> {
     let text = read_file(key, path)?;
     let mut count = 0;
     for certificate in CertificateDer::pem_slice_iter(&text) {

@@ -11,6 +11,9 @@
 //!
 //! Publishing and settling run in a task of their own: a request that is cancelled (its timeout,
 //! a client gone) can neither strand a claim nor release one whose event did reach the sink.
+//! A publish whose outcome is unknown (the sink may hold the event: a Kafka message timed out in
+//! flight) keeps its claims until the lease ends instead of releasing them, so that the retry
+//! meanwhile is 409 rather than a second copy at once.
 //! The crash window: if the process dies between publish and complete, the claim's lease expires
 //! and the next delivery publishes again; the sink's idempotency ID (JetStream's duplicate window,
 //! the worker's `Idempotency-Key`) is what absorbs that second publish.
@@ -252,6 +255,17 @@ async fn settle(
     span.end();
     let ack = match published {
         Ok(ack) => ack,
+        Err(error) if error.holds_claim() => {
+            // Releasing would let the provider's retry publish at once a second copy of an
+            // event the broker may hold; the lease bounds how long the retries get 409.
+            tracing::warn!(
+                message = "Sink outcome unknown; the claim is held until its lease ends.",
+                source = %message.source,
+                event_id = %message.event_id,
+                error = %error,
+            );
+            return Err(ForwardError::Sink(error));
+        }
         Err(error) => {
             release(ledger, &held.keys().collect::<Vec<_>>()).await;
             return Err(ForwardError::Sink(error));

@@ -4,11 +4,13 @@
 //! - [`nats::NatsSink`]: a NATS JetStream stream, deduplicated by `Nats-Msg-Id`.
 //! - [`http::HttpSink`]: a POST to an internal worker, carrying `Idempotency-Key`.
 //! - [`rabbitmq::RabbitSink`]: a persistent, mandatory message to a RabbitMQ exchange, confirmed.
+//! - [`kafka::KafkaSink`]: a message keyed by the event ID from an idempotent producer, `acks=all`.
 //!
 //! A sink reports success only once the event is durable on its side (fsync, PubAck, 2xx, a
 //! publisher confirm); its answer is the acknowledgement stored in the dedup record.
 
 pub mod http;
+pub mod kafka;
 pub mod line;
 pub mod nats;
 pub mod rabbitmq;
@@ -34,6 +36,8 @@ pub enum SinkStartError {
     #[error(transparent)]
     Rabbitmq(#[from] rabbitmq::RabbitStartError),
     #[error(transparent)]
+    Kafka(#[from] kafka::KafkaStartError),
+    #[error(transparent)]
     Config(#[from] ConfigError),
 }
 
@@ -56,6 +60,7 @@ pub async fn build(settings: &SinkSettings) -> Result<Arc<dyn Sink>, SinkStartEr
         SinkKind::Nats => Arc::new(nats::NatsSink::connect(settings).await?),
         SinkKind::Http => Arc::new(http::HttpSink::new(settings)?),
         SinkKind::Rabbitmq => Arc::new(rabbitmq::RabbitSink::connect(settings).await?),
+        SinkKind::Kafka => Arc::new(kafka::KafkaSink::connect(settings).await?),
         SinkKind::RedisStream => {
             return Err(ConfigError::invalid(
                 "sink.kind",

@@ -22,7 +22,8 @@ pub struct Message {
     pub content_type: Option<String>,
 }
 
-/// Why a sink did not take an event; the claim is released and the provider gets 503.
+/// Why a sink did not take an event; the provider gets 503, and the claim is released unless the
+/// outcome is unknown ([`SinkError::holds_claim`]).
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
     #[error("write failed")]
@@ -31,12 +32,26 @@ pub enum SinkError {
     Nats(String),
     #[error("RabbitMQ publish failed: {0}")]
     Amqp(String),
+    #[error("Kafka publish failed: {0}")]
+    Kafka(String),
+    /// The sink may have taken the event (a message timed out in flight, a report that never
+    /// came): the claim is kept until its lease ends instead of being released.
+    #[error("{sink} publish outcome unknown, the broker may have the event: {problem}")]
+    OutcomeUnknown { sink: &'static str, problem: String },
     #[error("worker answered HTTP {0}")]
     Status(u16),
     #[error("worker request failed")]
     Http(#[source] reqwest::Error),
     #[error("sink did not acknowledge within {0:?}")]
     Timeout(std::time::Duration),
+}
+
+impl SinkError {
+    /// Whether the event may be in the sink all the same, so that releasing the claim would let
+    /// a retry publish it again at once: the claim is then held until its lease ends.
+    pub fn holds_claim(&self) -> bool {
+        matches!(self, SinkError::OutcomeUnknown { .. })
+    }
 }
 
 /// A destination that acknowledges durable receipt.

@@ -1,6 +1,6 @@
 //! The integration suite, one test binary: real daemons over loopback against real
-//! redis-server, nats-server and rabbitmq-server processes. Each module is one topic; `support`
-//! is the harness.
+//! redis-server, nats-server and rabbitmq-server processes, and librdkafka's mock Kafka cluster.
+//! Each module is one topic; `support` is the harness.
 
 mod access;
 mod architecture;

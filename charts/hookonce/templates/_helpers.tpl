@@ -61,10 +61,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/*
 Every NAME of an "env:NAME" secret reference (the sources' secrets, the relay routes' header
-values and signing secrets, the console's tokens), sorted and unique, one per line.
+values and signing secrets, the console's tokens, the Kafka sink's SASL password), sorted and unique,
+one per line.
 */}}
 {{- define "hookonce.secretEnvNames" -}}
 {{- $names := list }}
+{{- with .Values.config.sink.sasl_password }}
+{{- if hasPrefix "env:" . }}
+{{- $names = append $names (trimPrefix "env:" .) }}
+{{- end }}
+{{- end }}
 {{- range $source, $settings := .Values.sources }}
 {{- range $secret := ($settings.secrets | default list) }}
 {{- if hasPrefix "env:" $secret }}

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod daemon;
 pub mod freezer;
 pub mod http;
+pub mod kafka;
 pub mod metrics;
 pub mod nats;
 pub mod otlp;

@@ -1,5 +1,5 @@
-//! Two-phase mode: the sink publish is a client span beneath the webhook's, and the HTTP, NATS
-//! and RabbitMQ sinks' messages carry its context in `traceparent`.
+//! Two-phase mode: the sink publish is a client span beneath the webhook's, and the HTTP, NATS,
+//! RabbitMQ and Kafka sinks' messages carry its context in `traceparent`.
 
 use std::collections::BTreeMap;
 
@@ -98,6 +98,28 @@ async fn the_nats_sink_s_message_carries_the_publish_span_s_context() {
         .map(|v| v.to_string());
     assert_eq!(
         traceparent.as_deref(),
+        Some(format!("00-{TRACE}-{}-01", publish.span_id).as_str())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kafka_sink_s_message_carries_the_publish_span_s_context() {
+    use crate::support::kafka::{read_all, KafkaMock};
+    let mock = KafkaMock::start(1);
+    mock.create_topic("hookonce.stripe", 1);
+    let sink = SinkSettings {
+        kind: SinkKind::Kafka,
+        brokers: mock.brokers(),
+        timeout: Some(secs(5)),
+        lease: Some(secs(10)),
+        ..SinkSettings::default()
+    };
+    let publish = publish_span(sink, "evt_kafka").await;
+    let records = read_all(mock.bootstrap(), "hookonce.stripe").await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].key, "evt_kafka");
+    assert_eq!(
+        records[0].headers.get("traceparent").map(String::as_str),
         Some(format!("00-{TRACE}-{}-01", publish.span_id).as_str())
     );
 }

@@ -316,10 +316,13 @@ impl ScriptRunner {
         self.store.timeout() + self.wait.map_or(Duration::ZERO, |w| w.timeout)
     }
 
-    /// One script call for `segments`, with `WAIT` in the same pipeline when waiting is on.
-    async fn call(&self, stream: &Stream, segments: &[Segment]) -> Vec<Judged> {
+    /// One script call for `segments`, with `WAIT` in the same pipeline when waiting is on,
+    /// within the store's deadline when `bounded` (a call whose caller sets no deadline of its
+    /// own: see [`Runner::run_in_caller`]).
+    async fn call(&self, stream: &Stream, segments: &[Segment], bounded: bool) -> Vec<Judged> {
         let keys: usize = segments.iter().map(|s| s.keys.len()).sum();
-        let mut call = self.store.script(&self.script, 1 + keys);
+        let (args, bytes) = call_size(stream, segments);
+        let mut call = self.store.script_sized(&self.script, 1 + keys, args, bytes);
         call.arg(&stream.key);
         for segment in segments {
             for key in &segment.keys {
@@ -405,7 +408,12 @@ impl ScriptRunner {
                     .collect(),
             )
         };
-        match within(self.deadline(), invoked).await {
+        let judged = if bounded {
+            within(self.deadline(), invoked).await
+        } else {
+            invoked.await
+        };
+        match judged {
             Ok(judged) => judged,
             Err(error) => {
                 let error = Arc::new(error);
@@ -422,7 +430,7 @@ impl Runner for ScriptRunner {
 
     fn run<'a>(&'a self, lane: &'a Stream, items: &'a [Segment]) -> BoxFuture<'a, Vec<Judged>> {
         if !self.traced {
-            return Box::pin(self.call(lane, items));
+            return Box::pin(self.call(lane, items, true));
         }
         // One span for the call, beneath the first request it carries and linked to each.
         let links: Vec<telemetry::Link> = items.iter().filter_map(|s| s.trace.clone()).collect();
@@ -438,7 +446,7 @@ impl Runner for ScriptRunner {
             ],
         );
         Box::pin(async move {
-            let judged = self.call(lane, items).await;
+            let judged = self.call(lane, items, true).await;
             if let Some(Err(error)) = judged.iter().find(|j| j.is_err()) {
                 span.fail(|| crate::util::error_chain(error.as_ref()));
             }
@@ -447,11 +455,45 @@ impl Runner for ScriptRunner {
         })
     }
 
+    /// A lone request's call runs in its own task inside `forward_all`, under the same store
+    /// deadline started earlier: a second timer around the call would never fire first.
+    fn run_in_caller<'a>(
+        &'a self,
+        lane: &'a Stream,
+        items: &'a [Segment],
+    ) -> BoxFuture<'a, Vec<Judged>> {
+        if self.traced {
+            return self.run(lane, items);
+        }
+        Box::pin(self.call(lane, items, false))
+    }
+
     fn lost(&self) -> Judged {
         Err(Arc::new(
             StoreError::Protocol("the store call ended without an answer".to_owned()).into(),
         ))
     }
+}
+
+/// About how many keys and arguments one call for `segments` has, and how many bytes they hold
+/// (an upper bound for the numbers, which are written in decimal): what the command is sized for.
+fn call_size(stream: &Stream, segments: &[Segment]) -> (usize, usize) {
+    const NUMBER: usize = 20;
+    let mut args = 1 + 7;
+    let mut bytes = stream.key.len() + stream.source.len() + stream.provider.len() + 4 * NUMBER;
+    for segment in segments {
+        args += segment.keys.len() + 4 + 4 * segment.events.len();
+        bytes += segment.keys.iter().map(String::len).sum::<usize>();
+        // received_at, content_type, traceparent (when traced) and the number of events
+        bytes += NUMBER + segment.content_type.len() + 55 + NUMBER;
+        for event in &segment.events {
+            bytes += event.fingerprint.len()
+                + event.event_id.len()
+                + event.event_type.len()
+                + event.body.len();
+        }
+    }
+    (args, bytes)
 }
 
 /// Reads one verdict of the script (see [`FORWARD_SCRIPT`]).

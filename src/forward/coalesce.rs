@@ -43,6 +43,17 @@ pub trait Runner: Send + Sync + 'static {
         items: &'a [Self::Item],
     ) -> BoxFuture<'a, Vec<Self::Output>>;
 
+    /// Runs one item alone, in its caller's task: the lane was idle. The caller's own deadline
+    /// bounds this call, so a runner may leave out a deadline that [`Runner::run`] needs for
+    /// the calls it runs in a drain task, which nobody else bounds. By default, `run`.
+    fn run_in_caller<'a>(
+        &'a self,
+        lane: &'a Self::Lane,
+        items: &'a [Self::Item],
+    ) -> BoxFuture<'a, Vec<Self::Output>> {
+        self.run(lane, items)
+    }
+
     /// The output of an item whose call ended without answering it (the call panicked).
     fn lost(&self) -> Self::Output;
 }
@@ -157,7 +168,7 @@ impl<R: Runner> Coalescer<R> {
                 };
                 (inner.observe)(1, weight.events);
                 let items = [item];
-                let mut outputs = inner.runner.run(&lane.context, &items).await;
+                let mut outputs = inner.runner.run_in_caller(&lane.context, &items).await;
                 drop(slot);
                 return outputs.pop().unwrap_or_else(|| inner.runner.lost());
             }

@@ -192,8 +192,23 @@ impl RedisStore {
 
     /// Starts an `EVALSHA` of `script` with `keys` keys; push the keys, then the arguments.
     pub fn script<'a>(&'a self, script: &'a Script, keys: usize) -> ScriptCall<'a> {
-        let mut command = redis::cmd("EVALSHA");
-        command.arg(script.0.get_hash()).arg(keys);
+        self.script_sized(script, keys, 0, 0)
+    }
+
+    /// [`RedisStore::script`] for a call of about `args` keys and arguments holding about `bytes`
+    /// bytes in all: the command's buffers are allocated once at that size instead of growing
+    /// (a coalesced call carries tens of bodies, and each doubling copied all of them again).
+    pub fn script_sized<'a>(
+        &'a self,
+        script: &'a Script,
+        keys: usize,
+        args: usize,
+        bytes: usize,
+    ) -> ScriptCall<'a> {
+        let hash = script.0.get_hash();
+        // EVALSHA, the hash and the key count come first.
+        let mut command = redis::Cmd::with_capacity(args + 3, bytes + hash.len() + 16);
+        command.arg("EVALSHA").arg(hash).arg(keys);
         ScriptCall {
             store: self,
             script,

@@ -89,6 +89,17 @@ impl Reply {
     /// The request's one log line, at warn when the provider was not acknowledged (it will
     /// retry).
     pub fn log(&self, source: &str, client: &ClientAddr, status: StatusCode, elapsed: Duration) {
+        let unavailable = self.outcome == Outcome::Unavailable;
+        // The fields are made only for a line that is written: with the level off (`RUST_LOG=warn`
+        // for the `info` line), formatting the client's address cost an allocation per request.
+        let enabled = if unavailable {
+            tracing::enabled!(tracing::Level::WARN)
+        } else {
+            tracing::enabled!(tracing::Level::INFO)
+        };
+        if !enabled {
+            return;
+        }
         let client = client.to_string();
         let client = client.as_str();
         let latency_ms = elapsed.as_secs_f64() * 1000.0;
@@ -111,7 +122,7 @@ impl Reply {
                 )
             };
         }
-        if self.outcome == Outcome::Unavailable {
+        if unavailable {
             log_at!(warn, "Webhook not acknowledged.");
         } else {
             log_at!(info, "Webhook handled.");

@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
+use super::{deliver_until_accepted, start};
 use crate::support::freezer::Freezer;
 use crate::support::kafka::{count_by_key, read_all, KafkaMock};
 use crate::support::metrics::{EVENTS, LEASE_RECLAIMS};
@@ -34,30 +34,6 @@ fn cluster() -> KafkaMock {
     let mock = KafkaMock::start(3);
     mock.create_topic(TOPIC, 3);
     mock
-}
-
-async fn start(sink: SinkSettings) -> TestApp {
-    TestApp::builder(Backend::Redis)
-        .sink(|s| *s = sink)
-        .start()
-        .await
-}
-
-/// Delivers like a provider: retries 409 and 503 until a 2xx, and returns how many 503s it saw.
-async fn deliver_until_accepted(t: &TestApp, body: &[u8], id: &str) -> u32 {
-    let mut unavailable = 0;
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while std::time::Instant::now() < deadline {
-        let response = t.deliver("github", body, &with_id(id)).await;
-        match response.status().as_u16() {
-            200 => return unavailable,
-            503 => unavailable += 1,
-            409 => {}
-            other => panic!("{id}: unexpected status {other}"),
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{id} was never accepted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

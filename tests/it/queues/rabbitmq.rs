@@ -6,8 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
+use super::{deliver_until_accepted, start};
 use crate::support::binary::{hookonce, output_text, write};
 use crate::support::freezer::Freezer;
 use crate::support::metrics::{EVENTS, LEASE_RECLAIMS};
@@ -31,30 +31,6 @@ fn rabbit_sink(url: String, exchange: &str, routing_key: Option<&str>) -> SinkSe
         lease: Some(secs(5)),
         ..SinkSettings::default()
     }
-}
-
-async fn start(sink: SinkSettings) -> TestApp {
-    TestApp::builder(Backend::Redis)
-        .sink(|s| *s = sink)
-        .start()
-        .await
-}
-
-/// Delivers like a provider: retries 409 and 503 until a 2xx, and returns how many 503s it saw.
-async fn deliver_until_accepted(t: &TestApp, body: &[u8], id: &str) -> u32 {
-    let mut unavailable = 0;
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while std::time::Instant::now() < deadline {
-        let response = t.deliver("github", body, &with_id(id)).await;
-        match response.status().as_u16() {
-            200 => return unavailable,
-            503 => unavailable += 1,
-            409 => {}
-            other => panic!("{id}: unexpected status {other}"),
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{id} was never accepted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,12 +8,13 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use super::{deliver_until_accepted, start};
-use crate::support::freezer::Freezer;
+use super::{
+    deliver_until_accepted, publish_through_a_lost_completion, retry_after_the_lease, start,
+};
 use crate::support::kafka::{count_by_key, read_all, KafkaMock};
-use crate::support::metrics::{EVENTS, LEASE_RECLAIMS};
+use crate::support::metrics::EVENTS;
 use crate::support::settings::{secs, SinkKind, SinkSettings};
-use crate::support::{with_id, Backend, RedisServer, TestApp};
+use crate::support::with_id;
 
 /// The topic `sink.topic`'s default names for the `github` source.
 const TOPIC: &str = "hookonce.github";
@@ -206,53 +207,21 @@ async fn kafka_brokers_down_answer_503_then_every_accepted_event_is_there() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_a_redis_failure_after_the_delivery_report_publishes_again_under_one_key() {
     let mock = cluster();
-    let redis = RedisServer::start();
-    let upstream = format!("127.0.0.1:{}", redis.port).parse().unwrap();
-    let freezer = Freezer::start(upstream).await;
-    let sink = kafka_sink(&mock);
-    let frozen = TestApp::builder(Backend::Redis)
-        .shared_redis(format!("redis://{}", freezer.addr))
-        .store(|s| s.timeout = secs(1))
-        .sink({
-            let sink = sink.clone();
-            |s| *s = sink
-        })
-        .start()
-        .await;
-    let retry = TestApp::builder(Backend::Redis)
-        .shared_redis(redis.url())
-        .sink(|s| *s = sink)
-        .start()
-        .await;
-    // The claim passes the freezer; the completion after the delivery report does not.
-    freezer.freeze_after_next_script();
-    let first = frozen.deliver("github", b"{}", &with_id("window-1")).await;
-    assert_eq!(
-        first.status(),
-        503,
-        "a completion that did not happen is not a 200"
-    );
+    let window = publish_through_a_lost_completion(kafka_sink(&mock)).await;
     let copies = || async { count_by_key(&read_all(mock.bootstrap(), TOPIC).await) };
     assert_eq!(copies().await["window-1"], 1, "the broker has it");
     // Until the lease ends the claim holds; then the retry publishes again and is answered 200.
-    let again = retry.deliver("github", b"{}", &with_id("window-1")).await;
-    assert_eq!(
-        again.status(),
-        409,
-        "the claim is held until its lease ends"
-    );
-    assert_eq!(deliver_until_accepted(&retry, b"{}", "window-1").await, 0);
-    assert_eq!(
-        retry.metric(LEASE_RECLAIMS, &[("source", "github")]).await,
-        1.0
-    );
+    retry_after_the_lease(&window.retry).await;
     let seen = copies().await;
     eprintln!("window: {seen:?}");
     assert_eq!(
         seen["window-1"], 2,
         "the second copy, under the same key, for the consumer to drop"
     );
-    let replay = retry.deliver("github", b"{}", &with_id("window-1")).await;
+    let replay = window
+        .retry
+        .deliver("github", b"{}", &with_id("window-1"))
+        .await;
     assert_eq!(replay.headers()["idempotency-replayed"], "true");
     assert_eq!(copies().await["window-1"], 2, "a replay publishes nothing");
 }

@@ -9,8 +9,10 @@ mod rabbitmq;
 
 use std::time::Duration;
 
-use crate::support::settings::SinkSettings;
-use crate::support::{with_id, Backend, TestApp};
+use crate::support::freezer::Freezer;
+use crate::support::metrics::LEASE_RECLAIMS;
+use crate::support::settings::{secs, SinkSettings};
+use crate::support::{with_id, Backend, RedisServer, TestApp};
 
 /// A daemon over a fresh Redis (two-phase mode's ledger) forwarding to `sink`.
 async fn start(sink: SinkSettings) -> TestApp {
@@ -36,4 +38,65 @@ async fn deliver_until_accepted(t: &TestApp, body: &[u8], id: &str) -> u32 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("{id} was never accepted");
+}
+
+/// The two-phase window's daemons on one Redis: `frozen` reaches it through a [`Freezer`], `retry`
+/// directly, as a provider's retry may reach another replica. Fields drop in this order.
+struct Window {
+    retry: TestApp,
+    _frozen: TestApp,
+    _freezer: Freezer,
+    _redis: RedisServer,
+}
+
+/// Starts the window's daemons on `sink` and sends the event `window-1` through `frozen`, whose
+/// Redis stops answering after the claim: the broker confirms the publish, the completion never
+/// lands, and the request is answered 503 with its claim left to its lease.
+async fn publish_through_a_lost_completion(sink: SinkSettings) -> Window {
+    let redis = RedisServer::start();
+    let upstream = format!("127.0.0.1:{}", redis.port).parse().unwrap();
+    let freezer = Freezer::start(upstream).await;
+    let frozen = TestApp::builder(Backend::Redis)
+        .shared_redis(format!("redis://{}", freezer.addr))
+        .store(|s| s.timeout = secs(1))
+        .sink({
+            let sink = sink.clone();
+            |s| *s = sink
+        })
+        .start()
+        .await;
+    let retry = TestApp::builder(Backend::Redis)
+        .shared_redis(redis.url())
+        .sink(|s| *s = sink)
+        .start()
+        .await;
+    freezer.freeze_after_next_script();
+    let first = frozen.deliver("github", b"{}", &with_id("window-1")).await;
+    assert_eq!(
+        first.status(),
+        503,
+        "a completion that did not happen is not a 200"
+    );
+    Window {
+        retry,
+        _frozen: frozen,
+        _freezer: freezer,
+        _redis: redis,
+    }
+}
+
+/// The provider's retry of `window-1`: held (409) until the claim's lease ends, then reclaimed,
+/// published again and answered 200, counted as one reclaim.
+async fn retry_after_the_lease(retry: &TestApp) {
+    let again = retry.deliver("github", b"{}", &with_id("window-1")).await;
+    assert_eq!(
+        again.status(),
+        409,
+        "the claim is held until its lease ends"
+    );
+    assert_eq!(deliver_until_accepted(retry, b"{}", "window-1").await, 0);
+    assert_eq!(
+        retry.metric(LEASE_RECLAIMS, &[("source", "github")]).await,
+        1.0
+    );
 }

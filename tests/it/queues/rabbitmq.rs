@@ -7,13 +7,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use super::{deliver_until_accepted, start};
+use super::{
+    deliver_until_accepted, publish_through_a_lost_completion, retry_after_the_lease, start,
+};
 use crate::support::binary::{hookonce, output_text, write};
-use crate::support::freezer::Freezer;
-use crate::support::metrics::{EVENTS, LEASE_RECLAIMS};
+use crate::support::metrics::EVENTS;
 use crate::support::rabbitmq::{declare, delete_exchange, drain, RabbitBroker};
 use crate::support::settings::{secs, SinkKind, SinkSettings};
-use crate::support::{with_id, Backend, RedisServer, TestApp};
+use crate::support::with_id;
 
 /// Names unique to one test of one process, on a broker other tests may share.
 fn names(test: &str) -> (String, String) {
@@ -290,56 +291,25 @@ async fn rabbitmq_a_redis_failure_after_the_confirm_publishes_again_under_one_me
     let broker = RabbitBroker::shared();
     let (exchange, queue) = names("window");
     declare(&broker.url(), &exchange, &queue, Some("github")).await;
-    let redis = RedisServer::start();
-    let upstream = format!("127.0.0.1:{}", redis.port).parse().unwrap();
-    let freezer = Freezer::start(upstream).await;
     let mut sink = rabbit_sink(broker.url(), &exchange, None);
     sink.lease = Some(secs(2));
-    let frozen = TestApp::builder(Backend::Redis)
-        .shared_redis(format!("redis://{}", freezer.addr))
-        .store(|s| s.timeout = secs(1))
-        .sink({
-            let sink = sink.clone();
-            |s| *s = sink
-        })
-        .start()
-        .await;
-    let retry = TestApp::builder(Backend::Redis)
-        .shared_redis(redis.url())
-        .sink(|s| *s = sink)
-        .start()
-        .await;
-    // The claim passes the freezer; the completion after the confirm does not.
-    freezer.freeze_after_next_script();
-    let first = frozen.deliver("github", b"{}", &with_id("window-1")).await;
-    assert_eq!(
-        first.status(),
-        503,
-        "a completion that did not happen is not a 200"
-    );
+    let window = publish_through_a_lost_completion(sink).await;
     assert_eq!(
         drain_count(&broker, &queue, "window-1").await,
         1,
         "the broker has it"
     );
     // Until the lease ends the claim holds; then the retry publishes again and is answered 200.
-    let again = retry.deliver("github", b"{}", &with_id("window-1")).await;
-    assert_eq!(
-        again.status(),
-        409,
-        "the claim is held until its lease ends"
-    );
-    assert_eq!(deliver_until_accepted(&retry, b"{}", "window-1").await, 0);
-    assert_eq!(
-        retry.metric(LEASE_RECLAIMS, &[("source", "github")]).await,
-        1.0
-    );
+    retry_after_the_lease(&window.retry).await;
     assert_eq!(
         drain_count(&broker, &queue, "window-1").await,
         1,
         "the second copy, with the same message_id, for the consumer to drop"
     );
-    let replay = retry.deliver("github", b"{}", &with_id("window-1")).await;
+    let replay = window
+        .retry
+        .deliver("github", b"{}", &with_id("window-1"))
+        .await;
     assert_eq!(replay.headers()["idempotency-replayed"], "true");
     assert_eq!(drain_count(&broker, &queue, "window-1").await, 0);
 }

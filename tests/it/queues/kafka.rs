@@ -5,11 +5,11 @@
 //! that was answered 200 is in the topic, once unless it is in the documented window; and the
 //! window itself (Redis failing after the delivery report) counted: one republish under one key.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::{
-    deliver_until_accepted, publish_through_a_lost_completion, retry_after_the_lease, start,
+    deliver_range, deliver_until_accepted, publish_through_a_lost_completion,
+    retry_after_the_lease, start, Accepted,
 };
 use crate::support::kafka::{count_by_key, read_all, KafkaMock};
 use crate::support::metrics::EVENTS;
@@ -105,21 +105,8 @@ async fn kafka_brokers_down_answer_503_then_every_accepted_event_is_there() {
     let mock = cluster();
     let t = Arc::new(start(kafka_sink(&mock)).await);
     // Per event: the 503s its deliveries saw.
-    let accepted = Arc::new(Mutex::new(BTreeMap::<String, u32>::new()));
-    let deliver_range = |range: std::ops::Range<u32>| {
-        let (t, accepted) = (Arc::clone(&t), Arc::clone(&accepted));
-        tokio::spawn(async move {
-            for n in range {
-                let id = format!("outage-{n}");
-                // Each event twice, as a provider that retries after a lost answer would.
-                for _ in 0..2 {
-                    let unavailable =
-                        deliver_until_accepted(&t, format!("{{\"n\":{n}}}").as_bytes(), &id).await;
-                    *accepted.lock().unwrap().entry(id.clone()).or_default() += unavailable;
-                }
-            }
-        })
-    };
+    let accepted = Accepted::default();
+    let deliver_range = |range| deliver_range(&t, &accepted, range);
     for n in 0..5 {
         deliver_range(n * 10..n * 10 + 5).await.unwrap();
     }

@@ -7,6 +7,8 @@ mod kafka;
 mod kafka_config;
 mod rabbitmq;
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::freezer::Freezer;
@@ -99,4 +101,27 @@ async fn retry_after_the_lease(retry: &TestApp) {
         retry.metric(LEASE_RECLAIMS, &[("source", "github")]).await,
         1.0
     );
+}
+
+/// Per event ID, the 503s its deliveries saw before one was accepted (the outage audits').
+type Accepted = Arc<Mutex<BTreeMap<String, u32>>>;
+
+/// A client that delivers the events `outage-N` for each N of `range`, each twice, as a provider
+/// that retries after a lost answer would, and records each event's 503s in `accepted`.
+fn deliver_range(
+    t: &Arc<TestApp>,
+    accepted: &Accepted,
+    range: std::ops::Range<u32>,
+) -> tokio::task::JoinHandle<()> {
+    let (t, accepted) = (Arc::clone(t), Arc::clone(accepted));
+    tokio::spawn(async move {
+        for n in range {
+            let id = format!("outage-{n}");
+            for _ in 0..2 {
+                let body = format!("{{\"n\":{n}}}");
+                let unavailable = deliver_until_accepted(&t, body.as_bytes(), &id).await;
+                *accepted.lock().unwrap().entry(id.clone()).or_default() += unavailable;
+            }
+        }
+    })
 }

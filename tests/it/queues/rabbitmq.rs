@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use super::{
-    deliver_until_accepted, publish_through_a_lost_completion, retry_after_the_lease, start,
+    deliver_range, deliver_until_accepted, publish_through_a_lost_completion,
+    retry_after_the_lease, start, Accepted,
 };
 use crate::support::binary::{hookonce, output_text, write};
 use crate::support::metrics::EVENTS;
@@ -195,21 +196,8 @@ async fn rabbitmq_down_answers_503_then_every_accepted_event_is_there_once() {
     let (exchange, queue) = names("outage");
     declare(&url, &exchange, &queue, Some("github")).await;
     let t = Arc::new(start(rabbit_sink(url.clone(), &exchange, None)).await);
-    let accepted = Arc::new(Mutex::new(BTreeMap::<String, u32>::new()));
-    let deliver_range = |range: std::ops::Range<u32>| {
-        let (t, accepted) = (Arc::clone(&t), Arc::clone(&accepted));
-        tokio::spawn(async move {
-            for n in range {
-                let id = format!("outage-{n}");
-                // Each event twice, as a provider that retries after a lost answer would.
-                for _ in 0..2 {
-                    let unavailable =
-                        deliver_until_accepted(&t, format!("{{\"n\":{n}}}").as_bytes(), &id).await;
-                    *accepted.lock().unwrap().entry(id.clone()).or_default() += unavailable;
-                }
-            }
-        })
-    };
+    let accepted = Accepted::default();
+    let deliver_range = |range| deliver_range(&t, &accepted, range);
     for n in 0..10 {
         deliver_range(n * 10..n * 10 + 5).await.unwrap();
     }

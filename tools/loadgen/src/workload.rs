@@ -149,7 +149,7 @@ impl Workload {
             Kind::Standard => {
                 let id = format!("msg_{p}{index:019}");
                 let head = format!(
-                    r#"{{"type":"invoice.paid","timestamp":"{}","data":{{"id":"inv_{p}{index}","description":""#,
+                    r#"{{"type":"invoice.paid","timestamp":"{}","data":{{"id":"inv_{p}{index:016}","description":""#,
                     self.created
                 );
                 let tail = r#""}}"#;

@@ -21,8 +21,6 @@ import argparse
 import base64
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,15 +30,11 @@ import urllib.request
 
 import yaml
 
+from live import applied_reloads, free_port, show_logs, stop, text
 from reloader_check import eventually, write_secret
 
 ROTATED = "rotated-operator-token-5d41402abc4b2a76b9719d911017c592"
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def status(method, url, token=None):
@@ -53,13 +47,6 @@ def status(method, url, token=None):
     except urllib.error.HTTPError as error:
         return error.code
 
-
-def applied_reloads(metrics_url):
-    with urllib.request.urlopen(metrics_url, timeout=5) as answer:
-        for line in answer.read().decode().splitlines():
-            if line.startswith('hookonce_config_reloads_total{result="applied"}'):
-                return int(float(line.split()[-1]))
-    return 0
 
 
 def toml_value(value):
@@ -121,7 +108,6 @@ secrets = ["not-a-real-secret"]
                    HOOKONCE__CONSOLE__LISTEN=f"127.0.0.1:{console_port}", RUST_LOG="info")
         env.update({r[4:]: data[r[4:]] for rs in refs.values() for r in rs if r.startswith("env:")})
         daemon_log, reloader_log = os.path.join(tmp, "daemon.log"), os.path.join(tmp, "reloader.log")
-        text = lambda path: open(path).read()
         daemon = reloader = None
         overview, write = f"{base}/api/v1/overview", f"{base}/api/v1/dead-letters/none/0-0"
         try:
@@ -160,19 +146,10 @@ secrets = ["not-a-real-secret"]
             print(f"console: {len(viewers)} viewer tokens ({', '.join(refs['viewer_tokens'])}) read and may not write; "
                   f"{operator_ref} rotated without a restart (pid {daemon.pid}), the old token refused")
         except AssertionError:
-            for path in (daemon_log, reloader_log):
-                if os.path.exists(path):
-                    print(f"--- {os.path.basename(path)}\n{text(path)}")
+            show_logs(daemon_log, reloader_log)
             raise
         finally:
-            for process in (reloader, daemon):
-                if process and process.poll() is None:
-                    process.send_signal(signal.SIGTERM if process is daemon else signal.SIGKILL)
-                    try:
-                        process.wait(timeout=30)
-                    except subprocess.TimeoutExpired:
-                        process.kill()
-                        process.wait()
+            stop(reloader, daemon)
 
 
 if __name__ == "__main__":

@@ -17,24 +17,17 @@ is 2 and the daemon's PID never changed.
 
 import argparse
 import os
-import signal
-import socket
 import subprocess
 import tempfile
-import time
 import urllib.error
 import urllib.request
 import uuid
 
+from live import applied_reloads, free_port, show_logs, stop, text
 from reloader_check import eventually, write_secret
 
 OLD, NEW = "github-old-secret", "github-new-secret"
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def config(secrets_line):
@@ -67,13 +60,6 @@ def deliver(binary, signer, url, body_path):
     except urllib.error.HTTPError as error:
         return error.code
 
-
-def applied_reloads(metrics_url):
-    with urllib.request.urlopen(metrics_url, timeout=5) as answer:
-        for line in answer.read().decode().splitlines():
-            if line.startswith('hookonce_config_reloads_total{result="applied"}'):
-                return int(float(line.split()[-1]))
-    return 0
 
 
 def main():
@@ -109,7 +95,6 @@ def main():
             with open(daemon_log, "w") as out:
                 daemon = subprocess.Popen([link, "serve", "--config", served, "--log-format", "json"],
                                           env=env, stdout=subprocess.DEVNULL, stderr=out)
-            text = lambda path: open(path).read()
 
             def answers():
                 try:
@@ -139,19 +124,10 @@ def main():
             print(text(reloader_log), end="")
             print(f"{' '.join(args.shell)}: rotated without a restart (pid {daemon.pid}): 2 reloads applied")
         except AssertionError:
-            for path in (daemon_log, reloader_log):
-                if os.path.exists(path):
-                    print(f"--- {os.path.basename(path)}\n{text(path)}")
+            show_logs(daemon_log, reloader_log)
             raise
         finally:
-            for process in (reloader, daemon):
-                if process and process.poll() is None:
-                    process.send_signal(signal.SIGTERM if process is daemon else signal.SIGKILL)
-                    try:
-                        process.wait(timeout=30)
-                    except subprocess.TimeoutExpired:
-                        process.kill()
-                        process.wait()
+            stop(reloader, daemon)
 
 
 if __name__ == "__main__":

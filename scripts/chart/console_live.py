@@ -36,7 +36,6 @@ from reloader_check import eventually, write_secret
 ROTATED = "rotated-operator-token-5d41402abc4b2a76b9719d911017c592"
 
 
-
 def status(method, url, token=None):
     request = urllib.request.Request(url, method=method)
     if token is not None:
@@ -46,7 +45,6 @@ def status(method, url, token=None):
             return answer.status
     except urllib.error.HTTPError as error:
         return error.code
-
 
 
 def toml_value(value):

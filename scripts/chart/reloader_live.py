@@ -29,7 +29,6 @@ from reloader_check import eventually, write_secret
 OLD, NEW = "github-old-secret", "github-new-secret"
 
 
-
 def config(secrets_line):
     return f"""
 [server]
@@ -59,7 +58,6 @@ def deliver(binary, signer, url, body_path):
             return answer.status
     except urllib.error.HTTPError as error:
         return error.code
-
 
 
 def main():

@@ -133,12 +133,16 @@ impl TwoPhaseForwarder {
             (Ok(Err(answer)), _) | (_, Some((_, Ok(Err(answer))))) => {
                 Ok(EventClaim::Settled(answer))
             }
-            (Ok(Ok((token, reclaimed))), body) => {
-                let body = body.and_then(|(key, claim)| Some((key.clone(), claim.ok()?.ok()?.0)));
+            (Ok(Ok((token, record_reclaimed))), body) => {
+                // Either claim may be the reclaim: the two leases end a moment apart, and a
+                // delivery between the two ends gives back the one it reclaimed (deleting it),
+                // so that the next delivery claims that key afresh and reclaims only the other.
+                let body = body.and_then(|(key, claim)| Some((key.clone(), claim.ok()?.ok()?)));
+                let reclaimed = record_reclaimed || body.as_ref().is_some_and(|(_, c)| c.1);
                 return Ok(EventClaim::Held(Held {
                     key: planned.key.clone(),
                     token,
-                    body,
+                    body: body.map(|(key, (token, _))| (key, token)),
                     reclaimed,
                 }));
             }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::support::metrics::{EVENTS, FORWARDS, HTTP_REQUESTS, LEASE_RECLAIMS};
 use crate::support::nats::NatsServer;
 use crate::support::settings::{
-    ms, secs, HumanDuration, Secret, ServiceUrl, SinkKind, SinkSettings,
+    ms, secs, source, HumanDuration, Secret, ServiceUrl, SinkKind, SinkSettings, GITHUB_SECRET,
 };
 use crate::support::worker::Worker;
 use crate::support::{both_backends, eventually, with_id, Backend, TestApp};
@@ -186,6 +186,87 @@ async fn an_expired_lease_is_reclaimed_and_counted(backend: Backend) {
         received[0].headers["idempotency-key"],
         received[1].headers["idempotency-key"]
     );
+    assert_eq!(t.metric(LEASE_RECLAIMS, &[("source", "github")]).await, 1.0);
+}
+
+/// With `body_dedup`, an event holds two claims whose leases end a moment apart. A delivery
+/// between the two ends reclaims the first, finds the second in flight and gives the first back;
+/// the next delivery claims that key afresh and reclaims the other. Still one reclaim, counted.
+#[tokio::test]
+async fn a_reclaim_split_across_the_two_claims_is_counted_once() {
+    let worker = Worker::start().await;
+    // The tests' default `github` source turns `body_dedup` off; the product's default is on.
+    let t = TestApp::builder(Backend::Redis)
+        .source("github", source("github", GITHUB_SECRET))
+        .sink(|s| {
+            // A timeout past the held worker's time, so that the first POST never releases.
+            *s = http_sink(&worker, ms(300));
+            s.timeout = Some(secs(30));
+        })
+        .start()
+        .await;
+    let t = Arc::new(t);
+    worker.hold();
+    let first = {
+        let t = Arc::clone(&t);
+        tokio::spawn(async move {
+            t.deliver("github", b"{}", &with_id("split-1"))
+                .await
+                .status()
+        })
+    };
+    eventually(5, "the first POST", || async {
+        worker.received().len() == 1
+    })
+    .await;
+    // Move the body claim's lease end 2 s past the event record's.
+    let record = "hookonce:{github}:d:split-1";
+    let mut redis = t.redis.as_ref().unwrap().connection();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("hookonce:*")
+        .query(&mut redis)
+        .unwrap();
+    let (body_key, held) = keys
+        .iter()
+        .filter(|key| *key != record)
+        .find_map(|key| {
+            let value: Option<String> = redis::cmd("GET").arg(key).query(&mut redis).ok()?;
+            Some((key, value.filter(|v| v.starts_with("p "))?))
+        })
+        .unwrap_or_else(|| panic!("no held body record among {keys:?}"));
+    let (head, deadline) = held.rsplit_once(' ').unwrap();
+    let later = format!("{head} {}", deadline.parse::<u64>().unwrap() + 2_000);
+    let _: () = redis::cmd("SET")
+        .arg(body_key)
+        .arg(later)
+        .arg("KEEPTTL")
+        .query(&mut redis)
+        .unwrap();
+
+    let second = {
+        let t = Arc::clone(&t);
+        tokio::spawn(async move {
+            deliver_until_accepted(&t, "github", b"{}", "split-1")
+                .await
+                .status()
+        })
+    };
+    // Between the two ends the event record is reclaimed and given back: the key is gone.
+    eventually(5, "the event record given back", || {
+        let mut redis = t.redis.as_ref().unwrap().connection();
+        async move {
+            let value: Option<String> = redis::cmd("GET").arg(record).query(&mut redis).unwrap();
+            value.is_none()
+        }
+    })
+    .await;
+    eventually(10, "the reclaiming POST", || async {
+        worker.received().len() == 2
+    })
+    .await;
+    worker.release();
+    assert_eq!(second.await.unwrap(), 200);
+    assert_eq!(first.await.unwrap(), 200);
     assert_eq!(t.metric(LEASE_RECLAIMS, &[("source", "github")]).await, 1.0);
 }
 

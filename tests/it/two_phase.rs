@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
+
 use crate::support::metrics::{EVENTS, FORWARDS, HTTP_REQUESTS, LEASE_RECLAIMS};
 use crate::support::nats::NatsServer;
 use crate::support::settings::{
@@ -60,6 +62,41 @@ async fn deliver_until_accepted(
     panic!("{id} was never accepted");
 }
 
+/// Holds `worker` and sends one delivery of `id`, in a task, once the worker has it: that
+/// delivery's claim is then held for as long as the worker is.
+async fn first_delivery_held(
+    t: &Arc<TestApp>,
+    worker: &Worker,
+    id: &'static str,
+) -> JoinHandle<u16> {
+    worker.hold();
+    let first = {
+        let t = Arc::clone(t);
+        tokio::spawn(async move {
+            t.deliver("github", b"{}", &with_id(id))
+                .await
+                .status()
+                .as_u16()
+        })
+    };
+    eventually(5, "the worker to receive the first POST", || async {
+        worker.received().len() == 1
+    })
+    .await;
+    first
+}
+
+/// [`deliver_until_accepted`] in a task; its status.
+fn retried_until_accepted(t: &Arc<TestApp>, id: &'static str) -> JoinHandle<u16> {
+    let t = Arc::clone(t);
+    tokio::spawn(async move {
+        deliver_until_accepted(&t, "github", b"{}", id)
+            .await
+            .status()
+            .as_u16()
+    })
+}
+
 async fn http_worker_gets_one_post_per_event(backend: Backend) {
     let worker = Worker::start().await;
     let t = start(backend, http_sink(&worker, secs(30))).await;
@@ -83,19 +120,7 @@ async fn http_worker_gets_one_post_per_event(backend: Backend) {
 async fn a_slow_worker_makes_concurrent_deliveries_in_flight(backend: Backend) {
     let worker = Worker::start().await;
     let t = Arc::new(start(backend, http_sink(&worker, secs(30))).await);
-    worker.hold();
-    let first = {
-        let t = Arc::clone(&t);
-        tokio::spawn(async move {
-            t.deliver("github", b"{}", &with_id("slow-1"))
-                .await
-                .status()
-        })
-    };
-    eventually(5, "the worker to receive the first POST", || async {
-        worker.received().len() == 1
-    })
-    .await;
+    let first = first_delivery_held(&t, &worker, "slow-1").await;
     for _ in 0..5 {
         let response = t.deliver("github", b"{}", &with_id("slow-1")).await;
         assert_eq!(response.status(), 409);
@@ -152,28 +177,9 @@ async fn a_failing_worker_releases_the_claim(backend: Backend) {
 async fn an_expired_lease_is_reclaimed_and_counted(backend: Backend) {
     let worker = Worker::start().await;
     let t = Arc::new(start(backend, http_sink(&worker, ms(200))).await);
-    worker.hold();
-    let first = {
-        let t = Arc::clone(&t);
-        tokio::spawn(async move {
-            t.deliver("github", b"{}", &with_id("lease-1"))
-                .await
-                .status()
-        })
-    };
-    eventually(5, "the first POST", || async {
-        worker.received().len() == 1
-    })
-    .await;
+    let first = first_delivery_held(&t, &worker, "lease-1").await;
     // While the lease lives: in flight. Once it expires: the next delivery reclaims and publishes.
-    let second = {
-        let t = Arc::clone(&t);
-        tokio::spawn(async move {
-            deliver_until_accepted(&t, "github", b"{}", "lease-1")
-                .await
-                .status()
-        })
-    };
+    let second = retried_until_accepted(&t, "lease-1");
     eventually(5, "the reclaiming POST", || async {
         worker.received().len() == 2
     })
@@ -206,19 +212,7 @@ async fn a_reclaim_split_across_the_two_claims_is_counted_once() {
         .start()
         .await;
     let t = Arc::new(t);
-    worker.hold();
-    let first = {
-        let t = Arc::clone(&t);
-        tokio::spawn(async move {
-            t.deliver("github", b"{}", &with_id("split-1"))
-                .await
-                .status()
-        })
-    };
-    eventually(5, "the first POST", || async {
-        worker.received().len() == 1
-    })
-    .await;
+    let first = first_delivery_held(&t, &worker, "split-1").await;
     // Move the body claim's lease end 2 s past the event record's.
     let record = "hookonce:{github}:d:split-1";
     let mut redis = t.redis.as_ref().unwrap().connection();
@@ -243,14 +237,7 @@ async fn a_reclaim_split_across_the_two_claims_is_counted_once() {
         .query(&mut redis)
         .unwrap();
 
-    let second = {
-        let t = Arc::clone(&t);
-        tokio::spawn(async move {
-            deliver_until_accepted(&t, "github", b"{}", "split-1")
-                .await
-                .status()
-        })
-    };
+    let second = retried_until_accepted(&t, "split-1");
     // Between the two ends the event record is reclaimed and given back: the key is gone.
     eventually(5, "the event record given back", || {
         let mut redis = t.redis.as_ref().unwrap().connection();

@@ -24,16 +24,8 @@ async fn forwarded_then_duplicate_replays_the_first_ack(backend: Backend) {
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].0, "evt_replay_1");
     assert_eq!(entries[0].1, body);
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "stripe"), ("outcome", "forwarded")])
-            .await,
-        1.0
-    );
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "stripe"), ("outcome", "duplicate")])
-            .await,
-        1.0
-    );
+    assert_eq!(t.events("stripe", "forwarded").await, 1.0);
+    assert_eq!(t.events("stripe", "duplicate").await, 1.0);
     assert_eq!(t.metric(DUPLICATE_HITS, &[("source", "stripe")]).await, 1.0);
     assert_eq!(
         t.metric(HTTP_REQUESTS, &[("source", "stripe"), ("status", "200")])
@@ -61,14 +53,7 @@ async fn same_id_with_another_payload_is_a_mismatch(backend: Backend) {
     );
     assert_eq!(t.entries("stripe").len(), 1);
     assert_eq!(t.stored(), stored);
-    assert_eq!(
-        t.metric(
-            EVENTS,
-            &[("source", "stripe"), ("outcome", "payload_mismatch")]
-        )
-        .await,
-        1.0
-    );
+    assert_eq!(t.events("stripe", "payload_mismatch").await, 1.0);
 }
 
 /// Stripe reports delivery progress (`pending_webhooks`) inside the event; a retry can carry
@@ -207,16 +192,8 @@ async fn concurrent_deliveries_of_one_event_forward_once(backend: Backend) {
         assert_eq!(task.await.unwrap(), 200);
     }
     assert_eq!(t.entries("stripe").len(), 1);
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "stripe"), ("outcome", "forwarded")])
-            .await,
-        1.0
-    );
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "stripe"), ("outcome", "duplicate")])
-            .await,
-        63.0
-    );
+    assert_eq!(t.events("stripe", "forwarded").await, 1.0);
+    assert_eq!(t.events("stripe", "duplicate").await, 63.0);
 }
 
 async fn thousand_events_three_deliveries_each(backend: Backend) {

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::support::cluster::{self, RedisCluster};
-use crate::support::metrics::{EVENTS, IN_FLIGHT};
+use crate::support::metrics::IN_FLIGHT;
 use crate::support::replica::Replica;
 use crate::support::settings::{self, secs, STRIPE_SECRET};
 use crate::support::{eventually, now, stripe_body, Backend, RedisServer, TestApp};
@@ -191,14 +191,7 @@ async fn concurrent_requests_share_script_calls_and_each_gets_its_own_answer() {
     assert_eq!(ids.len(), distinct.len(), "{ids:?}");
     assert_eq!(ids.len(), 18, "{ids:?}");
     assert_eq!(t.entries("hub").len(), 1);
-    assert_eq!(
-        t.metric(
-            EVENTS,
-            &[("source", "stripe"), ("outcome", "payload_mismatch")]
-        )
-        .await,
-        1.0
-    );
+    assert_eq!(t.events("stripe", "payload_mismatch").await, 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

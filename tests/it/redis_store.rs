@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::support::app::{App, StartError};
-use crate::support::metrics::{EVENTS, READY, STREAM_LENGTH};
+use crate::support::metrics::{READY, STREAM_LENGTH};
 use crate::support::redis::free_port;
 use crate::support::replica::Replica;
 use crate::support::settings::{ms, source, ServiceUrl, Settings};
@@ -102,11 +102,7 @@ async fn redis_down_answers_503_then_recovers_without_restart() {
     assert_eq!(response.text().await.unwrap(), r#"{"error":"unavailable"}"#);
     assert_eq!(t.readiness().await, 503);
     assert_eq!(t.metric(READY, &[]).await, 0.0);
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "github"), ("outcome", "unavailable")])
-            .await,
-        1.0
-    );
+    assert_eq!(t.events("github", "unavailable").await, 1.0);
 
     // Bring it back on the same port (empty): the daemon reconnects and reloads its script.
     t.redis.as_mut().unwrap().restart();

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::metrics::{EVENTS, IN_FLIGHT};
+use crate::support::metrics::IN_FLIGHT;
 use crate::support::settings::{ms, secs, SinkKind, SinkSettings};
 use crate::support::worker::Worker;
 use crate::support::{eventually, with_id, Backend, TestApp};
@@ -56,11 +56,7 @@ async fn beyond_max_in_flight_new_requests_get_503_with_retry_after() {
         200
     );
     assert_eq!(worker.received().len(), 2);
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "github"), ("outcome", "unavailable")])
-            .await,
-        1.0
-    );
+    assert_eq!(t.events("github", "unavailable").await, 1.0);
 }
 
 #[tokio::test]

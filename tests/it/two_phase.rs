@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::support::metrics::{EVENTS, FORWARDS, HTTP_REQUESTS, LEASE_RECLAIMS};
+use crate::support::metrics::{FORWARDS, HTTP_REQUESTS, LEASE_RECLAIMS};
 use crate::support::nats::NatsServer;
 use crate::support::settings::{
     ms, secs, source, HumanDuration, Secret, ServiceUrl, SinkKind, SinkSettings, GITHUB_SECRET,
@@ -136,11 +136,7 @@ async fn a_slow_worker_makes_concurrent_deliveries_in_flight(backend: Backend) {
         "true"
     );
     assert_eq!(worker.received().len(), 1);
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "github"), ("outcome", "in_flight")])
-            .await,
-        5.0
-    );
+    assert_eq!(t.events("github", "in_flight").await, 5.0);
     assert_eq!(
         t.metric(HTTP_REQUESTS, &[("source", "github"), ("status", "409")])
             .await,
@@ -283,16 +279,8 @@ async fn nats_forwards_each_event_once_under_concurrency(backend: Backend) {
     ids.dedup();
     assert_eq!(ids.len(), 20, "Nats-Msg-Id values are not distinct");
     assert!(ids.contains(&"hookonce:{github}:d:nats-7"));
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "github"), ("outcome", "forwarded")])
-            .await,
-        20.0
-    );
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "github"), ("outcome", "duplicate")])
-            .await,
-        40.0
-    );
+    assert_eq!(t.events("github", "forwarded").await, 20.0);
+    assert_eq!(t.events("github", "duplicate").await, 40.0);
 }
 
 async fn nats_down_answers_503_then_recovers(backend: Backend) {

@@ -67,14 +67,7 @@ async fn a_source_name_that_does_not_decode_is_an_unknown_source() {
     let t = TestApp::start(Backend::Memory).await;
     let response = t.client.post(t.url("/webhooks/%FF")).send().await.unwrap();
     assert_eq!(response.status(), 404);
-    assert_eq!(
-        t.metric(
-            EVENTS,
-            &[("source", "_unknown"), ("outcome", "unknown_source")]
-        )
-        .await,
-        1.0
-    );
+    assert_eq!(t.events("_unknown", "unknown_source").await, 1.0);
 }
 
 #[tokio::test]

@@ -65,11 +65,7 @@ async fn stalled_bodies_do_not_lock_out_signed_deliveries() {
     eventually(
         20,
         "every stalled request to be counted as aborted",
-        || async {
-            t.metric(EVENTS, &[("source", "stripe"), ("outcome", "aborted")])
-                .await
-                == STALLED as f64
-        },
+        || async { t.events("stripe", "aborted").await == STALLED as f64 },
     )
     .await;
     let stripe = |outcome| [("source", "stripe"), ("outcome", outcome)];
@@ -109,11 +105,7 @@ async fn a_stalled_body_is_answered_408_at_its_deadline_and_writes_nothing() {
     let elapsed = started.elapsed();
     assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "stripe"), ("outcome", "body_timeout")])
-            .await,
-        5.0
-    );
+    assert_eq!(t.events("stripe", "body_timeout").await, 5.0);
     assert_eq!(
         t.metric(HTTP_REQUESTS, &[("source", "stripe"), ("status", "408")])
             .await,
@@ -137,16 +129,10 @@ async fn a_client_that_leaves_mid_body_is_counted_as_aborted() {
     .await;
     drop(slow);
     eventually(5, "the request to be counted", || async {
-        t.metric(EVENTS, &[("source", "stripe"), ("outcome", "aborted")])
-            .await
-            == 1.0
+        t.events("stripe", "aborted").await == 1.0
     })
     .await;
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "stripe"), ("outcome", "malformed")])
-            .await,
-        0.0
-    );
+    assert_eq!(t.events("stripe", "malformed").await, 0.0);
     assert_eq!(
         t.metric(HTTP_REQUESTS, &[("source", "stripe"), ("status", "400")])
             .await,

@@ -12,7 +12,6 @@ use super::{
     retry_after_the_lease, start, Accepted,
 };
 use crate::support::kafka::{count_by_key, read_all, KafkaMock};
-use crate::support::metrics::EVENTS;
 use crate::support::settings::{secs, SinkKind, SinkSettings};
 use crate::support::with_id;
 
@@ -78,16 +77,8 @@ async fn kafka_forwards_each_event_once_with_its_key_and_headers() {
     assert_eq!(seven.timestamp, Some(received_at), "the record's timestamp");
     let partitions: std::collections::BTreeSet<i32> = records.iter().map(|r| r.partition).collect();
     assert!(partitions.len() > 1, "keys spread over the partitions");
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "github"), ("outcome", "forwarded")])
-            .await,
-        20.0
-    );
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "github"), ("outcome", "duplicate")])
-            .await,
-        40.0
-    );
+    assert_eq!(t.events("github", "forwarded").await, 20.0);
+    assert_eq!(t.events("github", "duplicate").await, 40.0);
     // The same ID with another body is a mismatch: 422, and nothing published.
     let other = t
         .deliver("github", br#"{"n":"other"}"#, &with_id("kafka-7"))
@@ -136,9 +127,7 @@ async fn kafka_brokers_down_answer_503_then_every_accepted_event_is_there() {
         .collect();
     // Let the clients meet the outage before the brokers return.
     crate::support::eventually(60, "a client to see a 503", || async {
-        t.metric(EVENTS, &[("source", "github"), ("outcome", "unavailable")])
-            .await
-            >= 3.0
+        t.events("github", "unavailable").await >= 3.0
     })
     .await;
     mock.all_up();

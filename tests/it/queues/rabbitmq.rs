@@ -12,7 +12,6 @@ use super::{
     retry_after_the_lease, start, Accepted,
 };
 use crate::support::binary::{hookonce, output_text, write};
-use crate::support::metrics::EVENTS;
 use crate::support::rabbitmq::{declare, delete_exchange, drain, RabbitBroker};
 use crate::support::settings::{secs, SinkKind, SinkSettings};
 use crate::support::with_id;
@@ -92,16 +91,8 @@ async fn rabbitmq_forwards_each_event_once_with_its_id_and_headers() {
         seven.properties.content_type().as_ref().map(|c| c.as_str()),
         Some("application/json")
     );
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "github"), ("outcome", "forwarded")])
-            .await,
-        20.0
-    );
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "github"), ("outcome", "duplicate")])
-            .await,
-        40.0
-    );
+    assert_eq!(t.events("github", "forwarded").await, 20.0);
+    assert_eq!(t.events("github", "duplicate").await, 40.0);
     // The same ID with another body is a mismatch: 422, and nothing published.
     let other = t
         .deliver("github", br#"{"n":"other"}"#, &with_id("amqp-7"))
@@ -125,11 +116,7 @@ async fn rabbitmq_unroutable_is_503_and_releases_the_claim() {
         "an unroutable message is never acknowledged"
     );
     assert!(drain(&broker.url(), &queue).await.is_empty());
-    assert_eq!(
-        t.metric(EVENTS, &[("source", "github"), ("outcome", "forwarded")])
-            .await,
-        0.0
-    );
+    assert_eq!(t.events("github", "forwarded").await, 0.0);
     // The claim was released: once a binding exists, the provider's retry is forwarded.
     let key = "hooks.github.ping";
     declare(&broker.url(), &exchange, &queue, Some(key)).await;

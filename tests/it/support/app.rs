@@ -426,6 +426,12 @@ impl TestApp {
         metrics::value(&self.metrics().await, name, labels)
     }
 
+    /// `hookonce_events_total` of one source and outcome.
+    pub async fn events(&self, source: &str, outcome: &str) -> f64 {
+        self.metric(metrics::EVENTS, &[("source", source), ("outcome", outcome)])
+            .await
+    }
+
     pub async fn stop(mut self) {
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());

@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use crate::proxy::{self as proxy_suite, order};
-use crate::support::metrics::{EVENTS, PROXY_COMPLETION_FAILURES};
+use crate::support::metrics::PROXY_COMPLETION_FAILURES;
 use crate::support::replica::Replica;
 use crate::support::settings::{ms, secs, SinkKind, SinkSettings};
 use crate::support::upstream::Upstream;
@@ -138,9 +138,7 @@ async fn atomic_mode_acknowledges_only_what_the_replica_holds() {
     }
     let ids: Vec<String> = super::stream_ids(&mut on_master, stream);
     assert_eq!(ids, ["confirmed", "elsewhere", "unconfirmed"]);
-    let refused = t
-        .metric(EVENTS, &[("source", "github"), ("outcome", "unavailable")])
-        .await;
+    let refused = t.events("github", "unavailable").await;
     assert_eq!(refused, 2.0);
 
     // What confirms a duplicate whatever the connection wrote before: its record is written

@@ -53,17 +53,31 @@ async fn set_cookie_is_replayed_only_with_store_set_cookie(backend: Backend) {
             .header("set-cookie", "session=alice; HttpOnly")
             .header("set-cookie", "b=2"),
     );
-    let t = start(backend, &upstream, |p| p.store_set_cookie = true).await;
-    let first = order(&t, "k1", b"{}").await;
-    let retry = order(&t, "k1", b"{}").await;
-    assert!(retry.replayed(), "{retry:?}");
     let cookies = |answer: &Answer| -> Vec<String> {
         let values = answer.headers.get_all("set-cookie").iter();
         values.map(|v| v.to_str().unwrap().to_owned()).collect()
     };
-    assert_eq!(cookies(&retry), ["session=alice; HttpOnly", "b=2"]);
-    assert_eq!(retry.stored_headers(), first.stored_headers());
-    assert_eq!(upstream.executions("k1", ORDERS), 1);
+    // Off (the default), the first client's cookies stay its own; on, every retry gets them.
+    let both: [(bool, &str, &[&str]); 2] = [
+        (false, "k-off", &[]),
+        (true, "k-on", &["session=alice; HttpOnly", "b=2"]),
+    ];
+    for (store_set_cookie, key, replayed) in both {
+        let t = start(backend, &upstream, |p| {
+            p.store_set_cookie = store_set_cookie
+        })
+        .await;
+        let first = order(&t, key, b"{}").await;
+        assert_eq!(cookies(&first), ["session=alice; HttpOnly", "b=2"]);
+        let retry = order(&t, key, b"{}").await;
+        assert!(retry.replayed(), "{retry:?}");
+        assert_eq!(
+            cookies(&retry),
+            replayed,
+            "store_set_cookie = {store_set_cookie}"
+        );
+        assert_eq!(upstream.executions(key, ORDERS), 1);
+    }
 }
 
 /// The draft writes the key as a Structured Field String, Stripe's clients as a bare token:

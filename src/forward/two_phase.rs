@@ -138,12 +138,12 @@ impl TwoPhaseForwarder {
                 // delivery between the two ends gives back the one it reclaimed (deleting it),
                 // so that the next delivery claims that key afresh and reclaims only the other.
                 let body = body.and_then(|(key, claim)| Some((key.clone(), claim.ok()?.ok()?)));
-                let reclaimed = record_reclaimed || body.as_ref().is_some_and(|(_, c)| c.1);
+                let body_reclaimed = body.as_ref().is_some_and(|(_, (_, reclaimed))| *reclaimed);
                 return Ok(EventClaim::Held(Held {
                     key: planned.key.clone(),
                     token,
                     body: body.map(|(key, (token, _))| (key, token)),
-                    reclaimed,
+                    reclaimed: record_reclaimed || body_reclaimed,
                 }));
             }
         };

@@ -39,6 +39,37 @@ impl fmt::Display for ClientAddr {
     }
 }
 
+impl ClientAddr {
+    /// Calls `f` with the address as `Display` writes it. An IPv4 client, the common case, is
+    /// written without an allocation or `fmt`'s machinery (each request's log line names it).
+    pub fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        let ClientAddr::Known(IpAddr::V4(address)) = self else {
+            return f(&self.to_string());
+        };
+        let mut text = [0u8; 15];
+        let mut len = 0;
+        for (i, octet) in address.octets().into_iter().enumerate() {
+            if i > 0 {
+                text[len] = b'.';
+                len += 1;
+            }
+            let digits = [octet / 100, octet / 10 % 10, octet % 10];
+            let skip = if octet >= 100 {
+                0
+            } else if octet >= 10 {
+                1
+            } else {
+                2
+            };
+            for digit in &digits[skip..] {
+                text[len] = b'0' + digit;
+                len += 1;
+            }
+        }
+        f(std::str::from_utf8(&text[..len]).expect("ASCII digits and dots"))
+    }
+}
+
 /// The client of a request from `peer` with these `headers`.
 pub fn resolve(peer: IpAddr, headers: &HeaderMap, trusted: &Networks) -> ClientAddr {
     let peer = peer.to_canonical();

@@ -319,3 +319,32 @@ fn an_unreadable_hop_before_the_trusted_ones_is_never_an_address() {
         Ok(())
     });
 }
+
+#[test]
+fn the_text_of_a_client_is_what_display_writes() {
+    let addresses = [
+        "0.0.0.0",
+        "127.0.0.1",
+        "9.10.99.100",
+        "255.255.255.255",
+        "::1",
+        "2001:db8::7",
+    ];
+    for text in addresses {
+        let client = known(text);
+        assert_eq!(
+            client.with_text(str::to_owned),
+            client.to_string(),
+            "{text}"
+        );
+    }
+    let unresolved = ClientAddr::Unresolved {
+        via: ip("10.1.2.3"),
+    };
+    assert_eq!(unresolved.with_text(str::to_owned), unresolved.to_string());
+    check(1024, any::<[u8; 4]>(), |octets| {
+        let client = ClientAddr::Known(IpAddr::from(octets));
+        prop_assert_eq!(client.with_text(str::to_owned), client.to_string());
+        Ok(())
+    });
+}

@@ -100,8 +100,11 @@ impl Reply {
         if !enabled {
             return;
         }
-        let client = client.to_string();
-        let client = client.as_str();
+        client.with_text(|client| self.log_line(source, client, status, elapsed));
+    }
+
+    fn log_line(&self, source: &str, client: &str, status: StatusCode, elapsed: Duration) {
+        let unavailable = self.outcome == Outcome::Unavailable;
         let latency_ms = elapsed.as_secs_f64() * 1000.0;
         let event_id = self.event_id.as_deref().unwrap_or("");
         let outcome = self.outcome.label();

@@ -8,9 +8,9 @@
 //! Events it does not write itself (inside a span, or bridged from the `log` crate, or dated
 //! past the year 9999) go to the stock formatter, so their lines are its own.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fmt::{self, Write as _};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
@@ -52,34 +52,97 @@ where
         if bridged || event.parent().is_some() || ctx.lookup_current().is_some() {
             return self.stock.format_event(ctx, writer, event);
         }
-        writer.write_str("{\"timestamp\":\"")?;
-        // `from_utf8` cannot fail: the date is ASCII digits and separators.
-        writer.write_str(std::str::from_utf8(&date).map_err(|_| fmt::Error)?)?;
-        let micros = time.subsec_micros();
-        let mut fraction = *b".000000Z\",\"level\":\"";
-        for (i, digit) in fraction[1..7].iter_mut().rev().enumerate() {
-            *digit = b'0' + (micros / 10u32.pow(i as u32) % 10) as u8;
-        }
-        writer.write_str(std::str::from_utf8(&fraction).map_err(|_| fmt::Error)?)?;
-        writer.write_str(level(meta.level()))?;
-        writer.write_char('"')?;
-        let mut fields = Fields {
-            out: &mut writer,
-            result: Ok(()),
-        };
-        event.record(&mut fields);
-        fields.result?;
-        // A traced request's lines name its span (hex IDs: nothing to escape).
-        if let Some((trace_id, span_id)) = hookonce::telemetry::current_ids() {
-            write!(
-                writer,
-                ",\"trace_id\":\"{trace_id}\",\"span_id\":\"{span_id}\""
-            )?;
-        }
-        writer.write_str(",\"target\":\"")?;
-        escape(&mut writer, meta.target())?;
-        writer.write_str("\"}\n")
+        // The line is made in this thread's buffer and handed on with one `write_str`: pushing
+        // onto a `String` is inlined, where each write through `Writer` is a call through a
+        // trait object. A field's `Debug` that logs comes back here while the buffer is in use;
+        // that line gets a buffer of its own.
+        LINE.with(|buffer| match buffer.try_borrow_mut() {
+            Ok(mut line) => {
+                line.clear();
+                write_line(&mut line, time, &date, event)?;
+                let result = writer.write_str(&line);
+                if line.capacity() > MAX_KEPT_LINE {
+                    *line = String::with_capacity(LINE_CAPACITY);
+                }
+                result
+            }
+            Err(_) => {
+                let mut line = String::with_capacity(LINE_CAPACITY);
+                write_line(&mut line, time, &date, event)?;
+                writer.write_str(&line)
+            }
+        })
     }
+}
+
+/// The capacity of a thread's line buffer, and past which a long line's buffer is not kept.
+const LINE_CAPACITY: usize = 512;
+const MAX_KEPT_LINE: usize = 64 * 1024;
+
+thread_local! {
+    /// Where this thread makes its lines.
+    static LINE: RefCell<String> = RefCell::new(String::with_capacity(LINE_CAPACITY));
+}
+
+/// One event's whole line, newline included.
+fn write_line(
+    line: &mut String,
+    time: Duration,
+    date: &[u8; 19],
+    event: &Event<'_>,
+) -> fmt::Result {
+    let meta = event.metadata();
+    line.push_str("{\"timestamp\":\"");
+    push_ascii(line, date);
+    let micros = time.subsec_micros();
+    let mut fraction = *b".000000Z";
+    for (i, digit) in fraction[1..7].iter_mut().rev().enumerate() {
+        *digit = b'0' + (micros / 10u32.pow(i as u32) % 10) as u8;
+    }
+    push_ascii(line, &fraction);
+    line.push_str("\",\"level\":\"");
+    line.push_str(level(meta.level()));
+    line.push('"');
+    let mut fields = Fields {
+        out: line,
+        result: Ok(()),
+    };
+    event.record(&mut fields);
+    fields.result?;
+    // A traced request's lines name its span (hex IDs: nothing to escape).
+    if let Some((trace_id, span_id)) = hookonce::telemetry::current_ids() {
+        write!(
+            line,
+            ",\"trace_id\":\"{trace_id}\",\"span_id\":\"{span_id}\""
+        )?;
+    }
+    line.push_str(",\"target\":\"");
+    escape(line, meta.target());
+    line.push_str("\"}\n");
+    Ok(())
+}
+
+/// Appends ASCII bytes (digits and separators) to a line.
+fn push_ascii(line: &mut String, bytes: &[u8]) {
+    for &byte in bytes {
+        debug_assert!(byte.is_ascii());
+        line.push(char::from(byte));
+    }
+}
+
+/// Appends a number in decimal, as `Display` writes it.
+fn push_u64(line: &mut String, mut value: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    push_ascii(line, &digits[at..]);
 }
 
 fn level(level: &Level) -> &'static str {
@@ -142,106 +205,154 @@ fn civil(secs: u64) -> Option<[u8; 19]> {
 }
 
 /// Writes each field as `,"name":value`, as serde_json writes it.
-struct Fields<'a, 'w> {
-    out: &'a mut Writer<'w>,
+struct Fields<'a> {
+    out: &'a mut String,
     result: fmt::Result,
 }
 
-impl Fields<'_, '_> {
-    fn entry(&mut self, field: &Field, value: impl FnOnce(&mut Writer<'_>) -> fmt::Result) {
-        if self.result.is_err() {
-            return;
-        }
-        self.result = (|| {
-            self.out.write_str(",\"")?;
-            escape(self.out, field.name())?;
-            self.out.write_str("\":")?;
-            value(self.out)
-        })();
+impl Fields<'_> {
+    fn entry(&mut self, field: &Field) -> &mut String {
+        self.out.push_str(",\"");
+        escape(self.out, field.name());
+        self.out.push_str("\":");
+        self.out
     }
 }
 
-impl Visit for Fields<'_, '_> {
+impl Visit for Fields<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.entry(field, |out| {
-            out.write_char('"')?;
-            escape(out, value)?;
-            out.write_char('"')
-        });
+        let out = self.entry(field);
+        out.push('"');
+        escape(out, value);
+        out.push('"');
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.entry(field, |out| {
-            out.write_char('"')?;
-            write!(Escaped(out), "{value:?}")?;
-            out.write_char('"')
-        });
+        if self.result.is_err() {
+            return;
+        }
+        let out = self.entry(field);
+        out.push('"');
+        let result = write!(Escaped(out), "{value:?}");
+        out.push('"');
+        self.result = result;
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.entry(field, |out| write!(out, "{value}"));
+        push_u64(self.entry(field), value);
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.entry(field, |out| write!(out, "{value}"));
+        let out = self.entry(field);
+        if value < 0 {
+            out.push('-');
+        }
+        push_u64(out, value.unsigned_abs());
     }
 
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.entry(field, |out| {
-            // serde_json's own shortest form (and `null` for NaN and infinities).
-            let mut buffer = [0u8; 32];
-            let mut rest = &mut buffer[..];
-            serde_json::to_writer(&mut rest, &value).map_err(|_| fmt::Error)?;
-            let len = 32 - rest.len();
-            out.write_str(std::str::from_utf8(&buffer[..len]).map_err(|_| fmt::Error)?)
-        });
+        // serde_json's own shortest form (and `null` for NaN and infinities).
+        let mut buffer = [0u8; 32];
+        let mut rest = &mut buffer[..];
+        let written = serde_json::to_writer(&mut rest, &value).is_ok();
+        let len = 32 - rest.len();
+        if written {
+            push_ascii(self.entry(field), &buffer[..len]);
+        } else if self.result.is_ok() {
+            self.result = Err(fmt::Error);
+        }
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.entry(field, |out| {
-            out.write_str(if value { "true" } else { "false" })
-        });
+        self.entry(field)
+            .push_str(if value { "true" } else { "false" });
     }
 }
 
 /// A `fmt::Write` that escapes what goes through it as the inside of a JSON string.
-struct Escaped<'a, W: fmt::Write>(&'a mut W);
+struct Escaped<'a>(&'a mut String);
 
-impl<W: fmt::Write> fmt::Write for Escaped<'_, W> {
+impl fmt::Write for Escaped<'_> {
     fn write_str(&mut self, text: &str) -> fmt::Result {
-        escape(self.0, text)
+        escape(self.0, text);
+        Ok(())
     }
 }
 
+/// What each byte becomes inside a JSON string, as serde_json escapes it: `0` for itself, `u`
+/// for `\u00xx`, else the letter after the backslash (`"`, `\`, and `b t n f r`).
+const ESCAPES: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = b'u';
+        byte += 1;
+    }
+    table[0x08] = b'b';
+    table[b'\t' as usize] = b't';
+    table[b'\n' as usize] = b'n';
+    table[0x0c] = b'f';
+    table[b'\r' as usize] = b'r';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
+
 /// The inside of a JSON string, escaped as serde_json escapes it: `"`, `\`, and the control
-/// characters (`\b \t \n \f \r`, the others as `\u00xx`); everything else as it is.
-fn escape(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
+/// characters (`\b \t \n \f \r`, the others as `\u00xx`); everything else as it is. Text with
+/// nothing to escape, nearly all of it, is found so eight bytes at a time and copied whole.
+fn escape(out: &mut String, text: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
+    if !needs_escaping(text.as_bytes()) {
+        out.push_str(text);
+        return;
+    }
     let mut start = 0;
-    for (i, byte) in text.bytes().enumerate() {
-        let short = match byte {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0x00..=0x1f => "",
-            _ => continue,
-        };
-        // Every byte matched above is ASCII, so `i` is a character boundary.
-        out.write_str(&text[start..i])?;
-        if short.is_empty() {
-            out.write_str("\\u00")?;
-            out.write_char(char::from(HEX[usize::from(byte >> 4)]))?;
-            out.write_char(char::from(HEX[usize::from(byte & 0xf)]))?;
+    for (i, &byte) in text.as_bytes().iter().enumerate() {
+        let escape = ESCAPES[usize::from(byte)];
+        if escape == 0 {
+            continue;
+        }
+        // Every byte escaped is ASCII, so `i` is a character boundary.
+        out.push_str(&text[start..i]);
+        out.push('\\');
+        if escape == b'u' {
+            out.push_str("u00");
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xf)]));
         } else {
-            out.write_str(short)?;
+            out.push(char::from(escape));
         }
         start = i + 1;
     }
-    out.write_str(&text[start..])
+    out.push_str(&text[start..]);
+}
+
+/// Whether any byte of `bytes` is escaped, looked at eight bytes at a time (the last few padded
+/// with spaces).
+fn needs_escaping(bytes: &[u8]) -> bool {
+    let mut words = bytes.chunks_exact(8);
+    for word in &mut words {
+        if any_to_escape(u64::from_le_bytes(word.try_into().expect("eight bytes"))) {
+            return true;
+        }
+    }
+    let rest = words.remainder();
+    let mut last = [b' '; 8];
+    last[..rest.len()].copy_from_slice(rest);
+    any_to_escape(u64::from_le_bytes(last))
+}
+
+/// Whether any of eight bytes is below 0x20, `"` or `\` (the bit tricks of "Bit Twiddling
+/// Hacks": `has_less` holds for a bound up to 128, `has_zero` exactly).
+fn any_to_escape(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
+    let quote = has_zero(word ^ (ONES * u64::from(b'"')));
+    let backslash = has_zero(word ^ (ONES * u64::from(b'\\')));
+    control | quote | backslash != 0
 }
 
 #[cfg(test)]
@@ -353,6 +464,64 @@ mod tests {
         assert_eq!(stock.len(), 6);
         assert_eq!(ours, stock);
         assert!(ours[1].contains("\\u0007 nul \\u0000 esc \\u001b bs \\b ff \\f del \u{7f}"));
+    }
+
+    #[test]
+    fn a_line_made_while_the_buffer_is_in_use_gets_its_own() {
+        // What a field's `Debug` that logs meets under the global subscriber: this thread's line
+        // buffer is already borrowed.
+        let stock = Captured::default();
+        let ours = Captured::default();
+        let dispatch = |writer: Captured, own: bool| {
+            let builder = tracing_subscriber::fmt()
+                .with_writer(move || writer.clone())
+                .with_ansi(false)
+                .json()
+                .flatten_event(true);
+            if own {
+                tracing::Dispatch::new(builder.event_format(JsonLines::new()).finish())
+            } else {
+                tracing::Dispatch::new(builder.finish())
+            }
+        };
+        let event = || tracing::info!(message = "Nested.", detail = "a \"quoted\" word", n = 7u64);
+        tracing::dispatcher::with_default(&dispatch(stock.clone(), false), event);
+        LINE.with(|buffer| {
+            let _in_use = buffer.borrow_mut();
+            tracing::dispatcher::with_default(&dispatch(ours.clone(), true), event);
+        });
+        let (stock, ours) = (stock.lines(), ours.lines());
+        assert_eq!(ours.len(), 1);
+        assert_eq!(ours, stock);
+    }
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        let check = |text: &str| {
+            let mut ours = String::new();
+            escape(&mut ours, text);
+            let theirs = serde_json::to_string(text).unwrap();
+            assert_eq!(format!("\"{ours}\""), theirs, "{text:?}");
+        };
+        // Every ASCII byte at every offset of a word and past it, and runs of them.
+        for byte in 0u8..=0x7f {
+            for at in 0..20 {
+                let mut text = vec![b'a'; 20];
+                text[at] = byte;
+                check(std::str::from_utf8(&text).unwrap());
+                text[19 - at / 2] = byte;
+                check(std::str::from_utf8(&text).unwrap());
+            }
+        }
+        for text in [
+            "",
+            "\"\"\"\"\"\"\"\"\"",
+            "é 東京 \u{7f}\u{80}\u{ff} ok",
+            "\u{1f600}\n\u{1f600}",
+            "12345678\u{0}",
+        ] {
+            check(text);
+        }
     }
 
     #[test]

@@ -441,23 +441,26 @@ mod tests {
         span.in_scope(|| tracing::info!(inside = "a span"));
     }
 
+    /// A subscriber of every level writing JSON lines to `writer`: hookonce's own (`own`) or the
+    /// stock one.
+    fn subscriber(writer: Captured, own: bool) -> tracing::Dispatch {
+        let builder = tracing_subscriber::fmt()
+            .with_max_level(Level::TRACE)
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .json()
+            .flatten_event(true);
+        if own {
+            tracing::Dispatch::new(builder.event_format(JsonLines::new()).finish())
+        } else {
+            tracing::Dispatch::new(builder.finish())
+        }
+    }
+
     #[test]
     fn lines_are_the_stock_json_lines_byte_for_byte() {
         let stock = Captured::default();
         let ours = Captured::default();
-        let subscriber = |writer: Captured, own: bool| {
-            let builder = tracing_subscriber::fmt()
-                .with_max_level(Level::TRACE)
-                .with_writer(move || writer.clone())
-                .with_ansi(false)
-                .json()
-                .flatten_event(true);
-            if own {
-                tracing::Dispatch::new(builder.event_format(JsonLines::new()).finish())
-            } else {
-                tracing::Dispatch::new(builder.finish())
-            }
-        };
         tracing::dispatcher::with_default(&subscriber(stock.clone(), false), events);
         tracing::dispatcher::with_default(&subscriber(ours.clone(), true), events);
         let (stock, ours) = (stock.lines(), ours.lines());
@@ -472,23 +475,11 @@ mod tests {
         // buffer is already borrowed.
         let stock = Captured::default();
         let ours = Captured::default();
-        let dispatch = |writer: Captured, own: bool| {
-            let builder = tracing_subscriber::fmt()
-                .with_writer(move || writer.clone())
-                .with_ansi(false)
-                .json()
-                .flatten_event(true);
-            if own {
-                tracing::Dispatch::new(builder.event_format(JsonLines::new()).finish())
-            } else {
-                tracing::Dispatch::new(builder.finish())
-            }
-        };
         let event = || tracing::info!(message = "Nested.", detail = "a \"quoted\" word", n = 7u64);
-        tracing::dispatcher::with_default(&dispatch(stock.clone(), false), event);
+        tracing::dispatcher::with_default(&subscriber(stock.clone(), false), event);
         LINE.with(|buffer| {
             let _in_use = buffer.borrow_mut();
-            tracing::dispatcher::with_default(&dispatch(ours.clone(), true), event);
+            tracing::dispatcher::with_default(&subscriber(ours.clone(), true), event);
         });
         let (stock, ours) = (stock.lines(), ours.lines());
         assert_eq!(ours.len(), 1);

@@ -54,13 +54,8 @@ impl ClientAddr {
                 len += 1;
             }
             let digits = [octet / 100, octet / 10 % 10, octet % 10];
-            let skip = if octet >= 100 {
-                0
-            } else if octet >= 10 {
-                1
-            } else {
-                2
-            };
+            // No leading zeros: one digit fewer below 100, another below 10.
+            let skip = usize::from(octet < 100) + usize::from(octet < 10);
             for digit in &digits[skip..] {
                 text[len] = b'0' + digit;
                 len += 1;

@@ -100,11 +100,17 @@ impl Reply {
         if !enabled {
             return;
         }
-        client.with_text(|client| self.log_line(source, client, status, elapsed));
+        client.with_text(|client| self.log_line(unavailable, source, client, status, elapsed));
     }
 
-    fn log_line(&self, source: &str, client: &str, status: StatusCode, elapsed: Duration) {
-        let unavailable = self.outcome == Outcome::Unavailable;
+    fn log_line(
+        &self,
+        unavailable: bool,
+        source: &str,
+        client: &str,
+        status: StatusCode,
+        elapsed: Duration,
+    ) {
         let latency_ms = elapsed.as_secs_f64() * 1000.0;
         let event_id = self.event_id.as_deref().unwrap_or("");
         let outcome = self.outcome.label();

@@ -113,6 +113,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         None => config::Origin::Embedded(DEFAULT_CONFIG),
     };
     let loaded = load_settings(&origin)?;
+    // Read by every command that starts the runtime; refused here for all of them, check-config
+    // included, so that a bad value is named instead of panicking inside the runtime.
+    worker_threads()?;
     let settings = loaded.settings.clone();
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
@@ -160,8 +163,37 @@ fn load_settings(origin: &config::Origin) -> anyhow::Result<config::Loaded> {
     Ok(loaded)
 }
 
+/// The environment variable that sets the runtime's number of worker threads (tokio's own
+/// name for it; by default one per core the process may use, cgroup CPU limits included).
+const WORKER_THREADS: &str = "TOKIO_WORKER_THREADS";
+
+/// The most worker threads `TOKIO_WORKER_THREADS` may ask for.
+const MAX_WORKER_THREADS: usize = 1024;
+
+/// `TOKIO_WORKER_THREADS` when it is set: a whole number from 1 to [`MAX_WORKER_THREADS`].
+fn worker_threads() -> anyhow::Result<Option<usize>> {
+    let Some(value) = std::env::var_os(WORKER_THREADS) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .and_then(|text| text.parse::<usize>().ok())
+        .filter(|n| (1..=MAX_WORKER_THREADS).contains(n))
+        .map(Some)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{WORKER_THREADS}: must be a whole number from 1 to {MAX_WORKER_THREADS}, got {value:?}"
+            )
+        })
+}
+
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    // Set here rather than left to the runtime, which panics on a value it cannot read.
+    if let Some(threads) = worker_threads()? {
+        builder.worker_threads(threads);
+    }
+    builder
         .enable_all()
         .build()
         .context("cannot start the async runtime")
@@ -191,6 +223,7 @@ fn serve(origin: config::Origin, loaded: config::Loaded) -> anyhow::Result<ExitC
             store = app.settings.store.backend.label(),
             topology = app.settings.store.topology.label(),
             sink = app.settings.sink.kind.label(),
+            workers = tokio::runtime::Handle::current().metrics().num_workers(),
         );
         server::run(app, listeners, server::termination_signal()).await;
         // The spans still queued go out before the process ends.

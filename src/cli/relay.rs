@@ -99,6 +99,7 @@ pub(crate) fn run_relay(origin: Origin, loaded: Loaded) -> anyhow::Result<ExitCo
             message = "Relay listening for metrics.",
             metrics = %listener.local_addr()?,
             routes = settings.relay.routes.len(),
+            workers = tokio::runtime::Handle::current().metrics().num_workers(),
         );
         let metrics_server = tokio::spawn(serve_metrics(listener, Arc::clone(&metrics)));
         let upkeep = tokio::spawn(upkeep(Arc::clone(&metrics)));

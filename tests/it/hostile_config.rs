@@ -23,9 +23,15 @@ const GITHUB_SOURCE: &str = "[sources.gh]\nprovider = \"github\"\nsecrets = [\"g
 /// Runs `hookonce ARGS` and waits at most `limit` for it to exit; a daemon that keeps running
 /// (it accepted what it should have refused) is killed and the test fails.
 fn run_until_exit(args: &[&str], limit: Duration) -> Output {
+    run_until_exit_with(args, &[], limit)
+}
+
+/// [`run_until_exit`] with `env` added to the environment.
+fn run_until_exit_with(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output {
     let child = Command::new(BIN)
         .args(args)
         .env_remove("HOOKONCE_CONFIG")
+        .envs(env.iter().copied())
         .env(
             "HOOKONCE__SERVER__LISTEN",
             format!("127.0.0.1:{}", free_port()),
@@ -202,4 +208,60 @@ async fn a_signed_timestamp_with_a_leading_zero_is_refused_and_writes_nothing() 
     );
     let headers = [("Stripe-Signature".to_owned(), header)];
     assert_eq!(t.post("stripe", &body, &headers).await.status(), 200);
+}
+
+/// `TOKIO_WORKER_THREADS`, on which the async runtime would panic when it cannot read it, is
+/// refused by name before anything starts; a good value is the number of workers the daemon
+/// runs, and says so in its start line.
+#[tokio::test]
+async fn worker_threads_from_the_environment_are_refused_by_name_or_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[store]\nbackend = \"memory\"\n[sink]\nkind = \"stdout\"\n[sources.gh]\nprovider = \"github\"\nsecrets = [\"{GITHUB_SECRET}\"]\n"
+    );
+    let path = write(dir.path(), "hookonce.toml", &config);
+    let path = path.to_str().unwrap();
+    for value in ["0", "two", "-1", "1025", " 2", ""] {
+        for command in ["check-config", "serve"] {
+            let output = run_until_exit_with(
+                &[command, "--config", path],
+                &[("TOKIO_WORKER_THREADS", value)],
+                Duration::from_secs(20),
+            );
+            let shown = output_text(&output);
+            assert_eq!(
+                output.status.code(),
+                Some(1),
+                "{command} {value:?}: {shown}"
+            );
+            assert!(
+                shown.contains(&format!(
+                    "hookonce: TOKIO_WORKER_THREADS: must be a whole number from 1 to 1024, got {value:?}"
+                )),
+                "{command} {value:?}: {shown}"
+            );
+            assert!(!shown.contains("panicked"), "{shown}");
+        }
+    }
+
+    let daemon = Daemon::spawn(
+        std::path::Path::new(path),
+        dir.path(),
+        &[("TOKIO_WORKER_THREADS", "1")],
+    )
+    .await;
+    let provider = app::provider("gh", &source("github", GITHUB_SECRET));
+    let body = br#"{"action":"opened"}"#;
+    let client = reqwest::Client::new();
+    let mut request = client.post(daemon.url("/webhooks/gh")).body(body.to_vec());
+    for (name, value) in provider.sign(body, &with_id("one-worker")) {
+        request = request.header(name, value);
+    }
+    assert_eq!(request.send().await.unwrap().status(), 200);
+    let logs = daemon.logs();
+    let started = logs
+        .lines()
+        .find(|line| line.contains("Listening."))
+        .unwrap_or_else(|| panic!("no start line: {logs}"));
+    assert!(started.contains("\"workers\":1"), "{started}");
 }

@@ -448,6 +448,10 @@ impl Forwarder for RedisForwarder {
         Box::pin(within(timeout, self.run(deliveries)))
     }
 
+    fn bound(&self) -> Option<Duration> {
+        Some(self.coalescer.runner().deadline())
+    }
+
     fn ready(&self) -> BoxFuture<'_, bool> {
         Box::pin(self.coalescer.runner().store.ping())
     }

@@ -84,6 +84,13 @@ pub trait Forwarder: Send + Sync + 'static {
         })
     }
 
+    /// The longest [`Forwarder::forward_all`] can take, when its own deadline bounds it (a
+    /// store call under `store.timeout`): a caller whose deadline is later needs no timer of its
+    /// own around it. `None`: unbounded here (two-phase sinks, whose steps have deadlines each).
+    fn bound(&self) -> Option<Duration> {
+        None
+    }
+
     /// Whether the store can serve requests now (`/readyz`).
     fn ready(&self) -> BoxFuture<'_, bool>;
 

@@ -198,13 +198,8 @@ impl Ingest {
     }
 
     async fn process_in_span(&self, request: Received) -> Response {
-        let left = self
-            .request_timeout
-            .saturating_sub(request.started.elapsed());
-        let reply = match tokio::time::timeout(left, self.pipeline(&request)).await {
-            Ok(reply) => reply,
-            Err(_) => Reply::rejected(Outcome::Unavailable, "request timed out"),
-        };
+        let deadline = request.started + self.request_timeout;
+        let reply = self.pipeline(&request, deadline).await;
         self.conclude(&request.client, &request.source, reply, request.started)
     }
 
@@ -224,7 +219,10 @@ impl Ingest {
         );
     }
 
-    async fn pipeline(&self, received: &Received) -> Reply {
+    /// Verifies and forwards a received request. Its one wait is the forwarder's call, which
+    /// [`Ingest::forward_events`] keeps within `deadline` (`server.request_timeout` from the
+    /// headers): any other wait added here must be bounded by it too.
+    async fn pipeline(&self, received: &Received, deadline: Instant) -> Reply {
         let Some(source) = self.sources.get(&received.source) else {
             return Reply::rejected(Outcome::UnknownSource, "no such source");
         };
@@ -271,13 +269,20 @@ impl Ingest {
         let content_type = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok());
-        self.forward_events(source, live, &events, received_at_ms, content_type)
-            .await
+        self.forward_events(
+            source,
+            live,
+            &events,
+            received_at_ms,
+            content_type,
+            deadline,
+        )
+        .await
     }
 
-    /// Forwards every event of one verified request in one forwarder call; each event is
-    /// counted under its own outcome, and the reply speaks for the request (see
-    /// [`Outcome::of_request`]).
+    /// Forwards every event of one verified request in one forwarder call, answered by
+    /// `deadline` (else 503, nothing counted per event); each event is counted under its own
+    /// outcome, and the reply speaks for the request (see [`Outcome::of_request`]).
     async fn forward_events(
         &self,
         source: &Source,
@@ -285,6 +290,7 @@ impl Ingest {
         events: &[VerifiedEvent],
         received_at_ms: u64,
         content_type: Option<&str>,
+        deadline: Instant,
     ) -> Reply {
         let deliveries: Vec<Delivery<'_>> = events
             .iter()
@@ -296,7 +302,16 @@ impl Ingest {
             })
             .collect();
         let started = Instant::now();
-        let result = self.forwarder.forward_all(&deliveries).await;
+        let forwarding = self.forwarder.forward_all(&deliveries);
+        // A forwarder whose own deadline ends first needs no second timer: one timer less per
+        // request on the hot path (each is a registration in the runtime's timer wheel).
+        let result = match self.forwarder.bound() {
+            Some(bound) if started + bound < deadline => forwarding.await,
+            _ => match tokio::time::timeout_at(deadline.into(), forwarding).await {
+                Ok(result) => result,
+                Err(_) => return Reply::rejected(Outcome::Unavailable, "request timed out"),
+            },
+        };
         self.forward_latency.record(started.elapsed().as_secs_f64());
         let (outcomes, detail) = match &result {
             Ok(answers) if answers.len() == events.len() => {

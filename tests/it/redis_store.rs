@@ -282,6 +282,41 @@ async fn a_stalled_redis_answers_503_within_the_store_timeout_then_recovers() {
     assert_eq!(t.entries("github").len(), 2);
 }
 
+/// The request's own deadline holds where it ends before the store's: the script call stalls in
+/// Redis, and the answer is 503 at `server.request_timeout`, not at `store.timeout`. The call
+/// itself was sent, so it still writes the event once Redis goes on: the retry is a duplicate.
+#[tokio::test]
+async fn a_request_timeout_before_the_store_timeout_answers_503_at_the_request_timeout() {
+    let t = TestApp::builder(Backend::Redis)
+        .store(|s| s.timeout = ms(8000))
+        .server(|s| s.request_timeout = ms(300))
+        .start()
+        .await;
+    let mut admin = t.redis.as_ref().unwrap().connection();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(20_000)
+        .arg("WRITE")
+        .query(&mut admin)
+        .unwrap();
+    let started = Instant::now();
+    let response = t.deliver("github", b"{}", &with_id("held")).await;
+    let took = started.elapsed();
+    assert_eq!(response.status(), 503);
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_millis(4000),
+        "took {took:?}"
+    );
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut admin)
+        .unwrap();
+    let retry = t.deliver("github", b"{}", &with_id("held")).await;
+    assert_eq!(retry.status(), 200);
+    assert_eq!(retry.headers()["idempotency-replayed"], "true");
+    assert_eq!(t.entries("github").len(), 1);
+}
+
 #[tokio::test]
 async fn starts_with_a_warning_when_config_is_not_permitted() {
     let redis = RedisServer::start();

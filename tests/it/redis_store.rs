@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::coalesce::{pause_writers, unpause};
 use crate::support::app::{App, StartError};
 use crate::support::metrics::{READY, STREAM_LENGTH};
 use crate::support::redis::free_port;
@@ -293,12 +294,7 @@ async fn a_request_timeout_before_the_store_timeout_answers_503_at_the_request_t
         .start()
         .await;
     let mut admin = t.redis.as_ref().unwrap().connection();
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(20_000)
-        .arg("WRITE")
-        .query(&mut admin)
-        .unwrap();
+    pause_writers(&mut admin);
     let started = Instant::now();
     let response = t.deliver("github", b"{}", &with_id("held")).await;
     let took = started.elapsed();
@@ -307,10 +303,7 @@ async fn a_request_timeout_before_the_store_timeout_answers_503_at_the_request_t
         took >= Duration::from_millis(300) && took < Duration::from_millis(4000),
         "took {took:?}"
     );
-    let _: () = redis::cmd("CLIENT")
-        .arg("UNPAUSE")
-        .query(&mut admin)
-        .unwrap();
+    unpause(&mut admin);
     let retry = t.deliver("github", b"{}", &with_id("held")).await;
     assert_eq!(retry.status(), 200);
     assert_eq!(retry.headers()["idempotency-replayed"], "true");

@@ -44,9 +44,10 @@ use opentelemetry::KeyValue;
 /// its record, which the console shows; else `0`), then per
 /// request: received_at, content_type (the request's, which the relay sends on; empty when
 /// absent), its number of events n, then per event of it: fingerprint, event_id, event_type, body.
-/// Returns one verdict per event, request after request: `n<entry ID>` new, `d<ack>` duplicate
-/// of its record, `b<ack>` duplicate of its body record, `m` mismatch, `w` withheld (new, but its
-/// request was refused), `x<record>` a record in neither format.
+/// Returns one verdict per event, request after request: the entry ID alone new (it begins with
+/// a digit, every other verdict with a letter), `d<ack>` duplicate of its record, `b<ack>`
+/// duplicate of its body record, `m` mismatch, `w` withheld (new, but its request was refused),
+/// `x<record>` a record in neither format.
 const FORWARD_SCRIPT: &str = include_str!("forward.lua");
 
 /// [`FORWARD_SCRIPT`] when telemetry is on: each request carries its `traceparent` after its
@@ -55,14 +56,15 @@ const FORWARD_SCRIPT: &str = include_str!("forward.lua");
 fn traced_script() -> String {
     let text = FORWARD_SCRIPT
         .replace(
-            "local received_at, content_type, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])\n  a = a + 3",
-            "local received_at, content_type, tp, n = ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])\n  a = a + 4",
+            "local received_at, content_type, n = ARGV[a], ARGV[a + 1], ARGV[a + 2]\n  a = a + 3",
+            "local received_at, content_type, tp, n = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]\n  a = a + 4",
         )
         .replace(
             "local id\n",
             "local id\n        local extra = {}\n        if tp ~= '' then extra = {'traceparent', tp} end\n",
         )
         .replace("'body', ARGV[e + 3])", "'body', ARGV[e + 3], unpack(extra))");
+    debug_assert!(text.contains("tp, n = "));
     debug_assert_eq!(text.matches("unpack(extra)").count(), 2);
     text
 }
@@ -421,8 +423,8 @@ fn verdict(value: &Value) -> Result<Forwarded, ForwardError> {
     };
     let rest = || String::from_utf8_lossy(&bytes[1..]).into_owned();
     Ok(match bytes.first() {
-        Some(b'n') => Forwarded::New {
-            entry_id: rest(),
+        Some(b'0'..=b'9') => Forwarded::New {
+            entry_id: String::from_utf8_lossy(bytes).into_owned(),
             reclaimed: false,
         },
         Some(b'd' | b'b') => Forwarded::Duplicate { entry_id: rest() },

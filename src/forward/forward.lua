@@ -1,54 +1,64 @@
 #!lua
 -- forward.lua: atomic mode's forwarding script; src/forward/atomic.rs says what it takes,
--- what it returns and why each step comes where it does.
+-- what it returns and why each step comes where it does. Redis's Lua looks up every global
+-- (KEYS, ARGV, redis, string) in a table each time it is named, so the script names each once,
+-- as a local, and keeps per event only what differs between events.
+local KEYS, ARGV, call, sub = KEYS, ARGV, redis.call, string.sub
+local stream, ttl, max_len, source, provider = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local per = tonumber(ARGV[5])
 local confirm = ARGV[6] == '1'
 local count_duplicates = ARGV[7] == '1'
 local verdicts = {}
+local last = #ARGV
 local a = 8
 local k = 2
 local v = 0
-while a <= #ARGV do
-  local received_at, content_type, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+while a <= last do
+  local received_at, content_type, n = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   a = a + 3
+  -- One event per request is the rule (every provider but Adyen): no number to parse then.
+  if n == '1' then n = 1 else n = tonumber(n) end
   local refused = false
-  local found = {}
+  local found
   for i = 1, n do
-    local fp = ARGV[a + 4 * (i - 1)]
-    local key = k + per * (i - 1)
-    local record = redis.call('GET', KEYS[key])
+    local key = KEYS[k + per * (i - 1)]
+    local record = call('GET', key)
     if record then
-      if string.sub(record, 1, 2) == 'p ' then
+      local fp = ARGV[a + 4 * (i - 1)]
+      if sub(record, 1, 2) == 'p ' then
         verdicts[v + i] = 'x' .. record
         refused = true
-      elseif string.sub(record, -#fp - 1) == ' ' .. fp then
-        verdicts[v + i] = 'd' .. string.sub(record, 1, -#fp - 2)
-        found[i] = {KEYS[key], record}
+      elseif sub(record, -#fp - 1) == ' ' .. fp then
+        verdicts[v + i] = 'd' .. sub(record, 1, -#fp - 2)
+        found = found or {}
+        found[i] = {key, record}
         if count_duplicates then
           -- The event's duplicate arrivals (the console shows them): a hash beside the record,
           -- in its slot, expiring with it; written only for duplicates, so unique events pay
           -- nothing.
-          local dups = (string.gsub(KEYS[key], '}:d:', '}:n:', 1))
-          redis.call('HINCRBY', dups, 'count', 1)
-          redis.call('HSET', dups, 'last_at', received_at)
-          local ttl = redis.call('PTTL', KEYS[key])
-          if ttl > 0 then redis.call('PEXPIRE', dups, ttl) end
+          local dups = (string.gsub(key, '}:d:', '}:n:', 1))
+          call('HINCRBY', dups, 'count', 1)
+          call('HSET', dups, 'last_at', received_at)
+          local left = call('PTTL', key)
+          if left > 0 then call('PEXPIRE', dups, left) end
         end
       else
         verdicts[v + i] = 'm'
         refused = true
       end
     elseif per == 2 then
-      local seen = redis.call('GET', KEYS[key + 1])
+      local body_key = KEYS[k + per * (i - 1) + 1]
+      local seen = call('GET', body_key)
       if seen then
         verdicts[v + i] = 'b' .. string.match(seen, '^%S*')
-        found[i] = {KEYS[key + 1], seen}
+        found = found or {}
+        found[i] = {body_key, seen}
       end
     end
   end
   for i = 1, n do
-    if found[i] and confirm and not refused then
-      redis.call('SET', found[i][1], found[i][2], 'KEEPTTL')
+    if found and found[i] and confirm and not refused then
+      call('SET', found[i][1], found[i][2], 'KEEPTTL')
     end
     if verdicts[v + i] == nil then
       if refused then
@@ -57,23 +67,24 @@ while a <= #ARGV do
         local e = a + 4 * (i - 1)
         local key = k + per * (i - 1)
         local id
-        if ARGV[2] == '0' then
-          id = redis.call('XADD', KEYS[1], '*',
-            'source', ARGV[3], 'provider', ARGV[4], 'event_id', ARGV[e + 1],
+        if max_len == '0' then
+          id = call('XADD', stream, '*',
+            'source', source, 'provider', provider, 'event_id', ARGV[e + 1],
             'event_type', ARGV[e + 2], 'received_at', received_at, 'content_type', content_type,
             'body', ARGV[e + 3])
         else
-          id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*',
-            'source', ARGV[3], 'provider', ARGV[4], 'event_id', ARGV[e + 1],
+          id = call('XADD', stream, 'MAXLEN', '~', max_len, '*',
+            'source', source, 'provider', provider, 'event_id', ARGV[e + 1],
             'event_type', ARGV[e + 2], 'received_at', received_at, 'content_type', content_type,
             'body', ARGV[e + 3])
         end
         local done = id .. ' ' .. ARGV[e]
-        redis.call('SET', KEYS[key], done, 'PX', ARGV[1])
+        call('SET', KEYS[key], done, 'PX', ttl)
         if per == 2 then
-          redis.call('SET', KEYS[key + 1], done, 'PX', ARGV[1])
+          call('SET', KEYS[key + 1], done, 'PX', ttl)
         end
-        verdicts[v + i] = 'n' .. id
+        -- The entry ID alone: it begins with a digit, every other verdict with a letter.
+        verdicts[v + i] = id
       end
     end
   end

@@ -175,7 +175,7 @@ impl RedisForwarder {
     }
 
     async fn run(&self, deliveries: &[Delivery<'_>]) -> Result<Vec<Forwarded>, ForwardError> {
-        let plan = Plan::new(deliveries);
+        let mut plan = Plan::new(deliveries);
         let Some(first) = plan.unique.first() else {
             return Ok(Vec::new());
         };
@@ -197,16 +197,18 @@ impl RedisForwarder {
             trace: telemetry::current_link(),
         };
         let mut weight = Weight::default();
-        for planned in &plan.unique {
+        // The plan is done with its keys and fingerprints (only its slots answer below): they
+        // move into the call.
+        for planned in &mut plan.unique {
             let event = planned.delivery.event;
-            segment.keys.push(planned.key.clone());
-            if let Some(body_key) = &planned.body_key {
-                segment.keys.push(body_key.clone());
+            segment.keys.push(std::mem::take(&mut planned.key));
+            if let Some(body_key) = planned.body_key.take() {
+                segment.keys.push(body_key);
             }
             weight.events += 1;
             weight.bytes += event.body().len() as u64;
             segment.events.push(EventArgs {
-                fingerprint: planned.fingerprint.clone(),
+                fingerprint: std::mem::take(&mut planned.fingerprint),
                 event_id: event.event_id().to_owned(),
                 event_type: event.event_type().to_owned(),
                 body: event.body().clone(),

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -55,8 +56,14 @@ impl Reply {
             return (status, [(header::CONTENT_TYPE, "application/json")], answer).into_response();
         }
         if let Some(ack) = self.ack {
-            let mut response =
-                (status, [(header::CONTENT_TYPE, ack.content_type)], ack.body).into_response();
+            // Built by hand, not as a tuple: the tuple's body would set a text/plain type for
+            // its header part to replace, and its header value would be a copy of the static.
+            let mut response = Response::new(Body::from(ack.body));
+            *response.status_mut() = status;
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(ack.content_type),
+            );
             if self.replayed {
                 response
                     .headers_mut()

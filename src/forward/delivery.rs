@@ -4,6 +4,8 @@
 //! without importing the module that builds them.
 
 use std::future::Future;
+
+use futures_util::FutureExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -99,11 +101,14 @@ pub trait Forwarder: Send + Sync + 'static {
 }
 
 /// Runs a forward under a deadline; running out of time is a store timeout (503).
-pub(crate) async fn within<T>(
+///
+/// A combinator, not an `async fn`: an `async fn` keeps its argument beside the timer that took
+/// it over, so its future was twice the call's (whose future is large: the coalescer's), and
+/// every request moves it.
+pub(crate) fn within<T>(
     timeout: Duration,
     call: impl Future<Output = Result<T, ForwardError>>,
-) -> Result<T, ForwardError> {
+) -> impl Future<Output = Result<T, ForwardError>> {
     tokio::time::timeout(timeout, call)
-        .await
-        .unwrap_or(Err(StoreError::Timeout(timeout).into()))
+        .map(move |timed| timed.unwrap_or(Err(StoreError::Timeout(timeout).into())))
 }

@@ -4,10 +4,10 @@
 //! without importing the module that builds them.
 
 use std::future::Future;
-
-use futures_util::FutureExt as _;
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures_util::FutureExt as _;
 
 use super::Target;
 use crate::event::VerifiedEvent;

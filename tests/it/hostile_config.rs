@@ -258,6 +258,13 @@ async fn worker_threads_from_the_environment_are_refused_by_name_or_run() {
         request = request.header(name, value);
     }
     assert_eq!(request.send().await.unwrap().status(), 200);
+    // Log lines are written by a background thread in batches: the start line may still be on
+    // its way when the request is answered.
+    eventually(10, "the start line in the log", || {
+        let logs = daemon.logs();
+        async move { logs.contains("Listening.") }
+    })
+    .await;
     let logs = daemon.logs();
     let started = logs
         .lines()

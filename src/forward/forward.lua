@@ -65,7 +65,7 @@ while a <= last do
         verdicts[v + i] = 'w'
       else
         local e = a + 4 * (i - 1)
-        local key = k + per * (i - 1)
+        local at = k + per * (i - 1)
         local id
         if max_len == '0' then
           id = call('XADD', stream, '*',
@@ -79,9 +79,9 @@ while a <= last do
             'body', ARGV[e + 3])
         end
         local done = id .. ' ' .. ARGV[e]
-        call('SET', KEYS[key], done, 'PX', ttl)
+        call('SET', KEYS[at], done, 'PX', ttl)
         if per == 2 then
-          call('SET', KEYS[key + 1], done, 'PX', ttl)
+          call('SET', KEYS[at + 1], done, 'PX', ttl)
         end
         -- The entry ID alone: it begins with a digit, every other verdict with a letter.
         verdicts[v + i] = id

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 
 use crate::access::{retry_after_secs, ClientAddr};
@@ -53,17 +53,10 @@ impl Reply {
     /// 409.
     pub fn render(self, status: StatusCode, retry_after: &HeaderValue) -> Response {
         if let Some(answer) = self.handshake {
-            return (status, [(header::CONTENT_TYPE, "application/json")], answer).into_response();
+            return typed(status, "application/json", answer);
         }
         if let Some(ack) = self.ack {
-            // Built by hand, not as a tuple: the tuple's body would set a text/plain type for
-            // its header part to replace, and its header value would be a copy of the static.
-            let mut response = Response::new(Body::from(ack.body));
-            *response.status_mut() = status;
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(ack.content_type),
-            );
+            let mut response = typed(status, ack.content_type, ack.body);
             if self.replayed {
                 response
                     .headers_mut()
@@ -72,8 +65,7 @@ impl Reply {
             return response;
         }
         let body = format!("{{\"error\":\"{}\"}}", self.outcome.label());
-        let mut response =
-            (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        let mut response = typed(status, "application/json", body);
         if matches!(self.outcome, Outcome::Unavailable | Outcome::InFlight) {
             response
                 .headers_mut()
@@ -144,4 +136,16 @@ impl Reply {
             log_at!(info, "Webhook handled.");
         }
     }
+}
+
+/// A response of `status` with `body` of type `content_type`. Built by hand rather than as
+/// axum's `(status, [(CONTENT_TYPE, …)], body)`: that tuple's body sets a text/plain type for
+/// the header part to replace, and the header part copies the static type into a new value.
+fn typed(status: StatusCode, content_type: &'static str, body: impl Into<Body>) -> Response {
+    let mut response = Response::new(body.into());
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
 }

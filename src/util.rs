@@ -1,5 +1,6 @@
-//! Small pieces every layer uses: a boxed future for trait objects, the wall clock in ms, an
-//! error's causes on one line, and a guard that runs code when a scope ends.
+//! Small pieces every layer uses: a boxed future for trait objects, a map for lookups on the
+//! request path, the wall clock in ms, an error's causes on one line, and a guard that runs code
+//! when a scope ends.
 //!
 //! A leaf: it imports nothing of the crate, so any module may use it without creating a cycle.
 
@@ -8,6 +9,13 @@ use std::pin::Pin;
 
 /// A boxed future, so that async traits can be used as `Arc<dyn …>`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A map that every request looks up and only the configuration fills (the sources by name,
+/// the coalescer's lanes by stream). The standard map's SipHash took a few hundred instructions
+/// per lookup, several lookups per request; foldhash takes a few dozen. Its seed is still random
+/// per process, and the keys a client can choose (a source name in the path) are only looked up,
+/// never inserted, so no client can fill a bucket.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The wall clock as unix milliseconds (0 if the clock is before 1970).
 pub fn unix_ms() -> u64 {

@@ -19,13 +19,13 @@
 //! What a call is lies with the [`Runner`]: the coalescer only groups items and hands each its
 //! own output, so the grouping is tested here on its own.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::util::BoxFuture;
+use crate::util::{BoxFuture, FastMap};
 
 /// Runs one call for a batch of items of one lane.
 pub trait Runner: Send + Sync + 'static {
@@ -82,7 +82,7 @@ pub struct Coalescer<R: Runner> {
 struct Inner<R: Runner> {
     runner: R,
     limits: Limits,
-    lanes: RwLock<HashMap<Box<str>, Arc<Lane<R>>>>,
+    lanes: RwLock<FastMap<Box<str>, Arc<Lane<R>>>>,
     /// Called with the number of items and of events of every call.
     observe: Box<dyn Fn(usize, u64) + Send + Sync>,
 }
@@ -115,7 +115,7 @@ impl<R: Runner> Coalescer<R> {
             inner: Arc::new(Inner {
                 runner,
                 limits,
-                lanes: RwLock::new(HashMap::new()),
+                lanes: RwLock::new(FastMap::default()),
                 observe,
             }),
         }

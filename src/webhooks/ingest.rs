@@ -9,7 +9,6 @@
 //! Requests refused before they reach this pipeline (by hyper or the router) are counted here too,
 //! by [`Ingest::refused`].
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -32,12 +31,12 @@ use crate::forward::{Delivery, Forwarded, Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics, UNKNOWN_SOURCE};
 use crate::outcome::Outcome;
 use crate::telemetry;
-use crate::util::{error_chain, unix_ms};
+use crate::util::{error_chain, unix_ms, FastMap};
 use crate::webhooks::providers::{RawRequest, Verified, VerifiedEvent, VerifyError};
 
 /// The request pipeline shared by every connection.
 pub struct Ingest {
-    sources: HashMap<String, Source>,
+    sources: FastMap<String, Source>,
     unknown: SourceMetrics,
     forwarder: Arc<dyn Forwarder>,
     metrics: Arc<Metrics>,
@@ -63,7 +62,7 @@ pub struct Received {
 
 impl Ingest {
     pub fn new(
-        sources: HashMap<String, Source>,
+        sources: FastMap<String, Source>,
         forwarder: Arc<dyn Forwarder>,
         metrics: Arc<Metrics>,
         body: Arc<BodyReader>,

@@ -20,6 +20,7 @@ use crate::body::BodyReader;
 use crate::config::{ConfigError, Settings, SourceSettings};
 use crate::forward::{Forwarder, Target};
 use crate::metrics::Metrics;
+use crate::util::FastMap;
 use providers::Provider;
 
 pub use ingest::Ingest;
@@ -99,7 +100,7 @@ impl Ingest {
         body: Arc<BodyReader>,
         metrics: &Arc<Metrics>,
     ) -> Result<Self, ConfigError> {
-        let mut sources = HashMap::new();
+        let mut sources = FastMap::default();
         for (name, source) in &settings.sources {
             let live = LiveSource::build(name, source)?;
             let target = Target::of_source(settings, name)?;

@@ -11,7 +11,7 @@ use super::{ByteSize, ConfigError, HumanDuration, Secret, ServiceUrl};
 /// `sink.coalesce` when not configured.
 pub const COALESCE_DEFAULT: bool = true;
 /// Bounds and defaults of the coalescing keys (atomic mode).
-pub const COALESCE_MAX_EVENTS: (u32, u32, u32) = (1, 24, 10_000);
+pub const COALESCE_MAX_EVENTS: (u32, u32, u32) = (1, 12, 10_000);
 pub const COALESCE_MAX_BYTES: (u64, u64, u64) = (1024, 1 << 20, 64 << 20);
 pub const COALESCE_IN_FLIGHT: (u32, u32, u32) = (1, 2, 16);
 pub const MAX_COALESCE_WINDOW: std::time::Duration = std::time::Duration::from_millis(100);

@@ -11,7 +11,8 @@ use super::{ByteSize, ConfigError, HumanDuration, Secret, ServiceUrl};
 /// `sink.coalesce` when not configured.
 pub const COALESCE_DEFAULT: bool = true;
 /// Bounds and defaults of the coalescing keys (atomic mode).
-pub const COALESCE_MAX_EVENTS: (u32, u32, u32) = (1, 12, 10_000);
+pub const COALESCE_MAX_EVENTS: (u32, u32, u32) = (1, 24, 10_000);
+pub const COALESCE_MAX_REQUESTS: (u32, u32, u32) = (1, 12, 10_000);
 pub const COALESCE_MAX_BYTES: (u64, u64, u64) = (1024, 1 << 20, 64 << 20);
 pub const COALESCE_IN_FLIGHT: (u32, u32, u32) = (1, 2, 16);
 pub const MAX_COALESCE_WINDOW: std::time::Duration = std::time::Duration::from_millis(100);
@@ -50,6 +51,7 @@ impl SinkKind {
                 "sample_interval",
                 "coalesce",
                 "coalesce_max_events",
+                "coalesce_max_requests",
                 "coalesce_max_bytes",
                 "coalesce_window",
                 "coalesce_in_flight",
@@ -110,6 +112,9 @@ pub struct SinkSettings {
     /// redis_stream: the most events one coalesced call carries (a larger request goes alone).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub coalesce_max_events: Option<u32>,
+    /// redis_stream: the most requests one coalesced call carries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coalesce_max_requests: Option<u32>,
     /// redis_stream: the most bytes of bodies one coalesced call carries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub coalesce_max_bytes: Option<ByteSize>,
@@ -198,6 +203,7 @@ impl Default for SinkSettings {
             sample_interval: None,
             coalesce: COALESCE_DEFAULT,
             coalesce_max_events: None,
+            coalesce_max_requests: None,
             coalesce_max_bytes: None,
             coalesce_window: None,
             coalesce_in_flight: None,
@@ -254,6 +260,11 @@ impl SinkSettings {
 
     pub fn coalesce_max_events(&self) -> u32 {
         self.coalesce_max_events.unwrap_or(COALESCE_MAX_EVENTS.1)
+    }
+
+    pub fn coalesce_max_requests(&self) -> u32 {
+        self.coalesce_max_requests
+            .unwrap_or(COALESCE_MAX_REQUESTS.1)
     }
 
     pub fn coalesce_max_bytes(&self) -> u64 {

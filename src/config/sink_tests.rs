@@ -22,9 +22,19 @@ fn coalescing_keys_are_bounded_and_errors_name_the_key() {
         ""
     );
     assert_eq!(error("coalesce_max_bytes = \"64MiB\""), "");
+    assert_eq!(error("coalesce_max_requests = 1"), "");
     for (sink, key) in [
         ("coalesce_max_events = 0", "sink.coalesce_max_events"),
         ("coalesce_max_events = 10001", "sink.coalesce_max_events"),
+        ("coalesce_max_requests = 0", "sink.coalesce_max_requests"),
+        (
+            "coalesce_max_requests = 10001",
+            "sink.coalesce_max_requests",
+        ),
+        (
+            "kind = \"stdout\"\ncoalesce_max_requests = 4",
+            "sink.coalesce_max_requests",
+        ),
         ("coalesce_in_flight = 0", "sink.coalesce_in_flight"),
         ("coalesce_in_flight = 17", "sink.coalesce_in_flight"),
         ("coalesce_window = \"101ms\"", "sink.coalesce_window"),

@@ -3,7 +3,7 @@
 
 use super::sink::{
     SinkKind, SinkSettings, COALESCE_IN_FLIGHT, COALESCE_MAX_BYTES, COALESCE_MAX_EVENTS,
-    MAX_COALESCE_WINDOW,
+    COALESCE_MAX_REQUESTS, MAX_COALESCE_WINDOW,
 };
 use super::{ConfigError, ABOVE_ZERO, MAX_DEDUP_TTL, MAX_LEASE, MAX_TIMEOUT};
 
@@ -34,6 +34,11 @@ impl SinkSettings {
                 "coalesce_max_events",
                 self.coalesce_max_events,
                 COALESCE_MAX_EVENTS,
+            ),
+            (
+                "coalesce_max_requests",
+                self.coalesce_max_requests,
+                COALESCE_MAX_REQUESTS,
             ),
             (
                 "coalesce_in_flight",

@@ -142,6 +142,7 @@ impl RedisForwarder {
         let limits = if sink.coalesce {
             Limits {
                 max_events: u64::from(sink.coalesce_max_events()),
+                max_requests: sink.coalesce_max_requests() as usize,
                 max_bytes: sink.coalesce_max_bytes(),
                 window: sink.coalesce_window(),
                 in_flight: sink.coalesce_in_flight() as usize,
@@ -149,6 +150,7 @@ impl RedisForwarder {
         } else {
             Limits {
                 max_events: 1,
+                max_requests: 1,
                 max_bytes: 0,
                 window: Duration::ZERO,
                 in_flight: usize::MAX,

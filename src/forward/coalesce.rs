@@ -5,8 +5,8 @@
 //! lane idle runs its own call at once, in its own task: no added latency, and no hop to another
 //! task. A request that arrives while the lane already has `in_flight` calls out waits in the
 //! lane's queue; when a call ends, whoever ran it takes what queued meanwhile (within
-//! `max_events` events and `max_bytes` bytes of bodies, and always at least one request, so a
-//! large request goes alone and is never split) and runs it as the next call. With a `window`
+//! `max_requests` requests, `max_events` events and `max_bytes` bytes of bodies, and always at
+//! least one request, so a large request goes alone and is never split) and runs it as the next call. With a `window`
 //! above zero a call first waits that long for company, idle or not.
 //!
 //! The lane never loses a request: the slot of a call in flight is a guard whose drop (the
@@ -69,6 +69,7 @@ pub struct Weight {
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub max_events: u64,
+    pub max_requests: usize,
     pub max_bytes: u64,
     pub window: Duration,
     pub in_flight: usize,
@@ -109,6 +110,7 @@ impl<R: Runner> Coalescer<R> {
         let limits = Limits {
             in_flight: limits.in_flight.max(1),
             max_events: limits.max_events.max(1),
+            max_requests: limits.max_requests.max(1),
             ..limits
         };
         Self {
@@ -273,11 +275,12 @@ impl<R: Runner> State<R> {
     /// Whether the queue holds a full call already (no point waiting for the window).
     fn full(&self, limits: &Limits) -> bool {
         let (mut events, mut bytes) = (0, 0);
-        self.queue.iter().any(|w| {
-            events += w.weight.events;
-            bytes += w.weight.bytes;
-            events >= limits.max_events || bytes >= limits.max_bytes
-        })
+        self.queue.len() >= limits.max_requests
+            || self.queue.iter().any(|w| {
+                events += w.weight.events;
+                bytes += w.weight.bytes;
+                events >= limits.max_events || bytes >= limits.max_bytes
+            })
     }
 
     /// The next call: the oldest live requests, within the bounds, at least one.
@@ -287,7 +290,8 @@ impl<R: Runner> State<R> {
         let mut batch = Vec::new();
         while let Some(next) = self.queue.front() {
             let (e, b) = (events + next.weight.events, bytes + next.weight.bytes);
-            if !batch.is_empty() && (e > limits.max_events || b > limits.max_bytes) {
+            let over = e > limits.max_events || b > limits.max_bytes;
+            if !batch.is_empty() && (over || batch.len() >= limits.max_requests) {
                 break;
             }
             (events, bytes) = (e, b);

@@ -45,6 +45,7 @@ impl Runner for Arc<Recorder> {
 fn limits(max_events: u64, in_flight: usize) -> Limits {
     Limits {
         max_events,
+        max_requests: 1000,
         max_bytes: 1000,
         window: Duration::ZERO,
         in_flight,
@@ -183,6 +184,47 @@ async fn a_call_stays_within_its_bounds_and_a_heavy_request_goes_alone() {
     assert_eq!(
         *recorder.calls.lock().unwrap(),
         vec![vec![0], vec![1, 2, 3], vec![4], vec![5], vec![6]]
+    );
+}
+
+#[tokio::test]
+async fn a_call_carries_at_most_max_requests_requests_whatever_their_events() {
+    let gate = Arc::new(Semaphore::new(0));
+    let recorder = Arc::new(Recorder {
+        gate: Some(Arc::clone(&gate)),
+        ..Recorder::default()
+    });
+    let c = coalescer(
+        &recorder,
+        Limits {
+            max_requests: 2,
+            ..limits(64, 1)
+        },
+    );
+    let first = submit(&c, "a", 0, one());
+    calls_reach(&recorder, 1).await;
+    let batch = Weight {
+        events: 5,
+        bytes: 10,
+    };
+    let mut handles = Vec::new();
+    for i in 1..=5 {
+        handles.push(submit(&c, "a", i, if i <= 2 { batch } else { one() }));
+        queued(&c, "a", i as usize).await;
+    }
+    for n in 2..=4 {
+        gate.add_permits(1);
+        calls_reach(&recorder, n).await;
+    }
+    gate.add_permits(1);
+    first.await.unwrap();
+    for handle in handles {
+        assert!(handle.await.unwrap().is_some());
+    }
+    // Two requests a call, of five events each or of one: the request bound holds for both.
+    assert_eq!(
+        *recorder.calls.lock().unwrap(),
+        vec![vec![0], vec![1, 2], vec![3, 4], vec![5]]
     );
 }
 

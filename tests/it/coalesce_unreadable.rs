@@ -19,9 +19,9 @@ use crate::support::{now, now_unix, Backend, TestApp};
 const OTHERS: usize = 40;
 
 /// A daemon over a fresh Redis with an Adyen source beside the defaults; one coalesced call of a
-/// stream in flight, carrying up to 64 events, so that everything sent while the leader's call is
-/// held goes in one call (with the default two calls in flight, the request sent right after the
-/// leader would run alone in the second).
+/// stream in flight, carrying up to 64 events and 64 requests, so that everything sent while the
+/// leader's call is held goes in one call (with the default two calls in flight, the request sent
+/// right after the leader would run alone in the second).
 async fn app(coalesce: bool) -> TestApp {
     TestApp::builder(Backend::Redis)
         .store(|store| store.timeout = secs(10))
@@ -29,6 +29,7 @@ async fn app(coalesce: bool) -> TestApp {
             sink.coalesce = coalesce;
             sink.coalesce_in_flight = Some(1);
             sink.coalesce_max_events = Some(64);
+            sink.coalesce_max_requests = Some(64);
         })
         .source("adyen", source("adyen", ADYEN_KEY))
         .start()

@@ -6,8 +6,8 @@
 //! task. A request that arrives while the lane already has `in_flight` calls out waits in the
 //! lane's queue; when a call ends, whoever ran it takes what queued meanwhile (within
 //! `max_requests` requests, `max_events` events and `max_bytes` bytes of bodies, and always at
-//! least one request, so a large request goes alone and is never split) and runs it as the next call. With a `window`
-//! above zero a call first waits that long for company, idle or not.
+//! least one request, so a large request goes alone and is never split) and runs it as the next
+//! call. With a `window` above zero a call first waits that long for company, idle or not.
 //!
 //! The lane never loses a request: the slot of a call in flight is a guard whose drop (the
 //! request that ran it answered, went away or timed out; a panic) hands the queue to a spawned

@@ -52,11 +52,12 @@ fn limits(max_events: u64, in_flight: usize) -> Limits {
     }
 }
 
+fn weight(events: u64, bytes: u64) -> Weight {
+    Weight { events, bytes }
+}
+
 fn one() -> Weight {
-    Weight {
-        events: 1,
-        bytes: 10,
-    }
+    weight(1, 10)
 }
 
 fn coalescer(recorder: &Arc<Recorder>, limits: Limits) -> Arc<Coalescer<Arc<Recorder>>> {
@@ -145,50 +146,9 @@ async fn requests_that_queue_during_a_call_go_together_in_order() {
     assert_eq!(recorder.most_running.load(Ordering::SeqCst), 1);
 }
 
-#[tokio::test]
-async fn a_call_stays_within_its_bounds_and_a_heavy_request_goes_alone() {
-    let gate = Arc::new(Semaphore::new(0));
-    let recorder = Arc::new(Recorder {
-        gate: Some(Arc::clone(&gate)),
-        ..Recorder::default()
-    });
-    let c = coalescer(&recorder, limits(3, 1));
-    let first = submit(&c, "a", 0, one());
-    calls_reach(&recorder, 1).await;
-    let mut handles = Vec::new();
-    for i in 1..=4 {
-        handles.push(submit(&c, "a", i, one()));
-        queued(&c, "a", i as usize).await;
-    }
-    let heavy = Weight {
-        events: 10,
-        bytes: 10,
-    };
-    handles.push(submit(&c, "a", 5, heavy));
-    queued(&c, "a", 5).await;
-    let big = Weight {
-        events: 1,
-        bytes: 5000,
-    };
-    handles.push(submit(&c, "a", 6, big));
-    queued(&c, "a", 6).await;
-    for n in 2..=5 {
-        gate.add_permits(1);
-        calls_reach(&recorder, n).await;
-    }
-    gate.add_permits(1);
-    first.await.unwrap();
-    for handle in handles {
-        assert!(handle.await.unwrap().is_some());
-    }
-    assert_eq!(
-        *recorder.calls.lock().unwrap(),
-        vec![vec![0], vec![1, 2, 3], vec![4], vec![5], vec![6]]
-    );
-}
-
-#[tokio::test]
-async fn a_call_carries_at_most_max_requests_requests_whatever_their_events() {
+/// The calls of one lane (one call in flight) when request 0 runs alone and held while requests
+/// 1, 2, … of `weights` queue behind it in order; then every call is let go.
+async fn calls_behind_a_held_call(limits: Limits, weights: &[Weight]) -> Vec<Vec<u32>> {
     let gate = Arc::new(Semaphore::new(0));
     let recorder = Arc::new(Recorder {
         gate: Some(Arc::clone(&gate)),
@@ -197,33 +157,47 @@ async fn a_call_carries_at_most_max_requests_requests_whatever_their_events() {
     let c = coalescer(
         &recorder,
         Limits {
-            max_requests: 2,
-            ..limits(64, 1)
+            in_flight: 1,
+            ..limits
         },
     );
     let first = submit(&c, "a", 0, one());
     calls_reach(&recorder, 1).await;
-    let batch = Weight {
-        events: 5,
-        bytes: 10,
-    };
     let mut handles = Vec::new();
-    for i in 1..=5 {
-        handles.push(submit(&c, "a", i, if i <= 2 { batch } else { one() }));
+    for (i, weight) in (1..).zip(weights) {
+        handles.push(submit(&c, "a", i, *weight));
         queued(&c, "a", i as usize).await;
     }
-    for n in 2..=4 {
-        gate.add_permits(1);
-        calls_reach(&recorder, n).await;
-    }
-    gate.add_permits(1);
+    // One permit per call at most; with one call in flight they run one after another.
+    gate.add_permits(weights.len() + 1);
     first.await.unwrap();
     for handle in handles {
         assert!(handle.await.unwrap().is_some());
     }
+    let calls = recorder.calls.lock().unwrap().clone();
+    calls
+}
+
+#[tokio::test]
+async fn a_call_stays_within_its_bounds_and_a_heavy_request_goes_alone() {
+    // Request 5 is over the events' bound and 6 over the bytes' bound on their own.
+    let weights = [one(), one(), one(), one(), weight(10, 10), weight(1, 5000)];
+    assert_eq!(
+        calls_behind_a_held_call(limits(3, 1), &weights).await,
+        vec![vec![0], vec![1, 2, 3], vec![4], vec![5], vec![6]]
+    );
+}
+
+#[tokio::test]
+async fn a_call_carries_at_most_max_requests_requests_whatever_their_events() {
+    let batch = weight(5, 10);
+    let bounds = Limits {
+        max_requests: 2,
+        ..limits(64, 1)
+    };
     // Two requests a call, of five events each or of one: the request bound holds for both.
     assert_eq!(
-        *recorder.calls.lock().unwrap(),
+        calls_behind_a_held_call(bounds, &[batch, batch, one(), one(), one()]).await,
         vec![vec![0], vec![1, 2], vec![3, 4], vec![5]]
     );
 }

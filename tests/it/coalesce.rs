@@ -194,6 +194,76 @@ async fn concurrent_requests_share_script_calls_and_each_gets_its_own_answer() {
     assert_eq!(t.events("stripe", "payload_mismatch").await, 1.0);
 }
 
+/// A request of `source` whose delivery ID is `id` and whose body is `body` (GitHub-signed).
+fn delivery(app: &TestApp, source: &str, id: &str, body: &[u8]) -> Request {
+    Request {
+        source: source.to_owned(),
+        body: body.to_vec(),
+        headers: app.sign(source, body, &crate::support::with_id(id)),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_call_of_new_events_a_request_finds_what_an_earlier_one_wrote() {
+    // One call out at a time: a first request holds the lane while Redis holds writes, and
+    // everything sent after it waits, then goes as one call. None of its records exists before
+    // that call, so the script reads none from Redis (one EXISTS answers for all): a request
+    // can only find the records an earlier request of the same call wrote.
+    let t = TestApp::builder(Backend::Redis)
+        .store(|store| store.timeout = secs(10))
+        .sink(|sink| {
+            sink.coalesce = true;
+            sink.coalesce_in_flight = Some(1);
+        })
+        .source(
+            "hub",
+            SourceSettings {
+                body_dedup: Some(true),
+                ..settings::source("github", settings::GITHUB_SECRET)
+            },
+        )
+        .start()
+        .await;
+    let mut control = t.redis.as_ref().unwrap().connection();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut control)
+        .unwrap();
+    pause_writers(&mut control);
+    let first = start_all(&t, &[delivery(&t, "hub", "first", br#"{"n":0}"#)]);
+    all_in(&t, 1).await;
+    let requests = [
+        // One delivery twice: its event record, written by whichever came first.
+        delivery(&t, "hub", "twice", br#"{"n":1}"#),
+        delivery(&t, "hub", "twice", br#"{"n":1}"#),
+        // One payload under two delivery IDs: its body record.
+        delivery(&t, "hub", "body-1", br#"{"n":2}"#),
+        delivery(&t, "hub", "body-2", br#"{"n":2}"#),
+        delivery(&t, "hub", "alone", br#"{"n":3}"#),
+    ];
+    let started = start_all(&t, &requests);
+    all_in(&t, requests.len() + 1).await;
+    unpause(&mut control);
+    assert_eq!(answers(first).await, [(200, false)]);
+    let answers = answers(started).await;
+
+    assert_eq!(
+        evalsha_calls(&mut control),
+        2,
+        "the first request's call, then one"
+    );
+    let pair = |at: usize| answers[at..at + 2].iter().copied().collect::<BTreeSet<_>>();
+    assert_eq!(pair(0), BTreeSet::from([(200, false), (200, true)]));
+    assert_eq!(pair(2), BTreeSet::from([(200, false), (200, true)]));
+    assert_eq!(answers[4], (200, false));
+    assert_eq!(
+        t.entries("hub").len(),
+        4,
+        "first, twice, one of body-*, alone"
+    );
+    assert_eq!(t.events("hub", "duplicate").await, 2.0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_call_answers_503_to_every_request_in_it_and_the_retries_forward_once() {
     let mut t = coalescing_app(None).await;

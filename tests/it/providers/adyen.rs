@@ -1,8 +1,9 @@
 //! Adyen's notification batches: verified as a whole, deduplicated per item.
 
-use super::cases::{adyen_batch, adyen_item, start, ADYEN_PREFIX, MARKER};
+use super::cases::{adyen_batch, adyen_item, start, ADYEN_KEY, ADYEN_PREFIX, MARKER};
 use crate::support::metrics::{DUPLICATE_HITS, EVENTS};
-use crate::support::{now, TestApp};
+use crate::support::settings::{source, ByteSize, SourceSettings};
+use crate::support::{now, Backend, TestApp};
 
 /// Signs each item as a one-item batch; returns the signed items' bytes and those one-item
 /// notifications, which are what the stream entries hold.
@@ -98,4 +99,38 @@ async fn adyen_batches_are_deduplicated_per_item_and_verified_whole() {
     }
     assert_eq!(t.metric(DUPLICATE_HITS, &[("source", "adyen")]).await, 5.0);
     t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_more_records_than_one_exists_takes_finds_a_record_in_its_last_part() {
+    // 2 100 items with body records: 4 200 record keys, more than the script asks Redis about
+    // in one EXISTS (4 000). The one item already forwarded comes last, so only the second
+    // EXISTS can see its records; the batch must forward every other item and that one not again.
+    let t = TestApp::builder(Backend::Redis)
+        .server(|server| server.body_limit = ByteSize(8 << 20))
+        .source(
+            "adyen",
+            SourceSettings {
+                body_dedup: Some(true),
+                max_batch_items: Some(2_100),
+                ..source("adyen", ADYEN_KEY)
+            },
+        )
+        .start()
+        .await;
+    let psps: Vec<String> = (0..2_100).map(|n| format!("{}", 20_000 + n)).collect();
+    let psps: Vec<&str> = psps.iter().map(String::as_str).collect();
+    let (items, _) = signed_adyen_items(&t, &psps);
+    let seen = post_batch(&t, &items[2_099..]).await;
+    assert_eq!(seen.status(), 200);
+    assert_eq!(t.stream_entries("adyen").len(), 1);
+
+    let batch = post_batch(&t, &items).await;
+    assert_eq!(batch.status(), 200);
+    assert!(batch.headers().get("idempotency-replayed").is_none());
+    let entries = t.stream_entries("adyen");
+    assert_eq!(entries.len(), 2_100, "each item once");
+    let last = format!("TestMerchant:{}:CAPTURE:true", psps[2_099]);
+    assert_eq!(entries.iter().filter(|e| e.event_id == last).count(), 1);
+    assert_eq!(t.events("adyen", "duplicate").await, 1.0);
 }

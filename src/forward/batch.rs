@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 
 use super::{Delivery, Forwarded};
+use crate::store::Fingerprint;
 
 /// One event the store must judge: the first of its key in the request.
 pub struct Planned<'a> {
@@ -57,9 +58,9 @@ impl<'a> Plan<'a> {
             let keys = &target.partitions()[partition];
             let body_key = keys.body_key(&digest);
             // With body_dedup the record carries the whole digest, so that `hookonce forget`
-            // can find the body record from the event's record.
-            let fingerprint = match body_key {
-                Some(_) => digest.body_key(),
+            // can find the body record from the event's record: the body key's end.
+            let fingerprint = match &body_key {
+                Some(key) => key[key.len() - Fingerprint::BODY_KEY_LEN..].to_owned(),
                 None => digest.encode(),
             };
             let planned = Planned {

@@ -65,9 +65,12 @@ impl Partition {
 
     /// The body record's key for one payload, when the source deduplicates on payloads.
     pub fn body_key(&self, fingerprint: &Fingerprint) -> Option<String> {
-        self.body_prefix
-            .as_ref()
-            .map(|prefix| format!("{prefix}{}", fingerprint.body_key()))
+        self.body_prefix.as_ref().map(|prefix| {
+            let mut key = String::with_capacity(prefix.len() + Fingerprint::BODY_KEY_LEN);
+            key.push_str(prefix);
+            fingerprint.push_body_key(&mut key);
+            key
+        })
     }
 
     /// The body record's key named by a stored record's fingerprint (with `body_dedup`, records

@@ -59,7 +59,14 @@ impl Fingerprint {
     /// The 22 characters that end a body record's key: all 128 bits, in base64url so that the
     /// key needs no quoting in `redis-cli`.
     pub fn body_key(&self) -> String {
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(self.0)
+        let mut text = String::with_capacity(Self::BODY_KEY_LEN);
+        self.push_body_key(&mut text);
+        text
+    }
+
+    /// Appends [`Fingerprint::body_key`]'s 22 characters to `out` (a key's prefix, say).
+    pub fn push_body_key(&self, out: &mut String) {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode_string(self.0, out);
     }
 }
 

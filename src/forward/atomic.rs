@@ -8,13 +8,14 @@
 //! nothing; then, per new event, `XADD` comes before `SET`: a script torn by a crash can at worst
 //! forward an event whose record was lost (a duplicate), never record an event that was not
 //! forwarded (a loss). Every key of a source partition carries its hash tag, so the call touches
-//! one Redis Cluster slot. A single new event is a request of one: the same script, the same
-//! three commands as a script written for one event (`EXISTS`, `XADD`, `SET`).
+//! one Redis Cluster slot. A single event is a request of one: the same script, the same three
+//! commands as a script written for one event (`GET`, `XADD`, `SET`).
 //!
-//! The records are read with one `EXISTS` over all of them before anything else: under load
-//! nearly every event is new, and then no record is fetched at all. A call in which one exists
-//! reads each with `GET` in turn; a call in which none exists keeps what it writes in a table,
-//! where a later request of it finds an earlier one's records (one delivery twice in one call).
+//! A call of more than one record asks about all of them with one `EXISTS` before anything
+//! else: under load nearly every event is new, and then no record is fetched at all. A call in
+//! which one exists reads each with `GET` in turn; a call in which none exists keeps what it
+//! writes in a table, where a later request of it finds an earlier one's records (one delivery
+//! twice in one call).
 //!
 //! One call may carry several requests of one stream (`sink.coalesce`, see [`super::coalesce`]):
 //! the script takes them in order, each judged and written all or nothing on its own before the

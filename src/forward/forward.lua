@@ -12,9 +12,11 @@ local verdicts = {}
 -- Whether no record this call could read exists yet: one EXISTS over them all (in chunks, to
 -- keep unpack within Lua's stack) instead of one GET per record, since under load nearly every
 -- event is new. Then the only records a request can find are those an earlier request of this
--- call wrote, kept in `written`; otherwise each record is read with GET, as it stands.
-local fresh = true
-do
+-- call wrote, kept in `written`; otherwise each record is read with GET, as it stands. A call
+-- of one record reads it with GET at once: an EXISTS there would save nothing for a new event
+-- and cost a duplicate one more command.
+local fresh = #KEYS > 2
+if fresh then
   local from, total = 2, #KEYS
   while fresh and from <= total do
     local to = from + 3999

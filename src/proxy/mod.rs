@@ -28,7 +28,9 @@ pub mod route_match;
 pub mod scope;
 pub mod upstream;
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -236,6 +238,17 @@ impl Proxy {
             .set(oldest.map_or(0.0, |age| age.as_secs_f64()));
     }
 
+    /// `request` passed through, its exchange on the heap: the upstream client's future is
+    /// several kilobytes, and held inline it would make every keyed request's future (moved on
+    /// each spawn and wrap) that much larger too.
+    fn passed(
+        &self,
+        request: Request<Body>,
+        peer: SocketAddr,
+    ) -> Pin<Box<impl Future<Output = ProxyReply> + '_>> {
+        Box::pin(self.pass_through(request, peer))
+    }
+
     async fn route(
         self: &Arc<Self>,
         request: Request<Body>,
@@ -245,7 +258,7 @@ impl Proxy {
         let refused =
             |outcome, detail: String| Routed::Replied(ProxyReply::refused(outcome, detail));
         match self.routes.route(request.method(), request.uri().path()) {
-            Routing::Unrouted => return Routed::Replied(self.pass_through(request, peer).await),
+            Routing::Unrouted => return Routed::Replied(self.passed(request, peer).await),
             Routing::NonCanonical => {
                 return refused(
                     ProxyOutcome::NonCanonicalPath,
@@ -257,7 +270,7 @@ impl Proxy {
         let key = match key::from_headers(request.headers()) {
             Ok(key) => key,
             Err(KeyError::Missing) if !self.require_key => {
-                return Routed::Replied(self.pass_through(request, peer).await)
+                return Routed::Replied(self.passed(request, peer).await)
             }
             Err(KeyError::Missing) => {
                 return refused(ProxyOutcome::MissingKey, "no Idempotency-Key".into())

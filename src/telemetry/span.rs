@@ -189,22 +189,29 @@ impl Drop for Span {
 /// `work` in the current context, taken now (a task spawned for it continues the trace); off,
 /// `work` as it is.
 pub fn in_current<F: std::future::Future>(work: F) -> impl std::future::Future<Output = F::Output> {
-    use opentelemetry::context::FutureExt as _;
-    let cx = enabled().then(Context::current);
-    async move {
-        match cx {
-            Some(cx) => work.with_context(cx).await,
-            None => work.await,
-        }
-    }
+    in_context(enabled().then(Context::current), work)
 }
 
 /// `work` in `span`'s context, when there is a span.
-pub async fn within<F: std::future::Future>(span: &Span, work: F) -> F::Output {
+pub fn within<F: std::future::Future>(
+    span: &Span,
+    work: F,
+) -> impl std::future::Future<Output = F::Output> {
+    in_context(span.context().cloned(), work)
+}
+
+/// `work`, in `cx` when there is one. One future of `work`'s size and a context: an `async`
+/// block that held `work` and awaited it in either of two arms kept room for it three times
+/// over (15 KB for a proxied request), and every move of the request's future copied all of it.
+fn in_context<F: std::future::Future>(
+    cx: Option<Context>,
+    work: F,
+) -> futures_util::future::Either<opentelemetry::context::WithContext<F>, F> {
+    use futures_util::future::Either;
     use opentelemetry::context::FutureExt as _;
-    match span.context() {
-        Some(cx) => work.with_context(cx.clone()).await,
-        None => work.await,
+    match cx {
+        Some(cx) => Either::Left(work.with_context(cx)),
+        None => Either::Right(work),
     }
 }
 

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response};
+use futures_util::future::Either;
 
 use crate::access::Networks;
 use crate::admission::Admission;
@@ -189,36 +190,42 @@ impl Proxy {
         ProxyReply::refused(ProxyOutcome::Unavailable, "too many requests in flight")
     }
 
-    /// Answers one request received on this proxy's listener from `peer`.
-    pub async fn handle(
+    /// Answers one request received on this proxy's listener from `peer`: in its server span
+    /// when telemetry is on.
+    ///
+    /// Not an `async fn`: one would hold both paths' futures side by side, a future twice as
+    /// large for every request to move. The traced path is boxed, so the future is the
+    /// untraced path's.
+    pub fn handle(
         self: &Arc<Self>,
         request: Request<Body>,
         peer: SocketAddr,
-    ) -> Response<Body> {
+    ) -> impl Future<Output = Response<Body>> + Send + '_ {
         let started = Instant::now();
-        let method = request.method().clone();
-        let path = request.uri().path().to_owned();
-        // The request's server span, beneath its `traceparent` when it carries one. Neither
-        // its Idempotency-Key nor its scope headers are ever an attribute.
-        let span = if telemetry::enabled() {
-            telemetry::Span::server(
-                "proxy",
-                request.headers(),
-                vec![
-                    KeyValue::new("hookonce.proxy", self.name.clone()),
-                    KeyValue::new("http.request.method", method.to_string()),
-                ],
-            )
+        if telemetry::enabled() {
+            Either::Right(Box::pin(self.handle_traced(request, peer, started)))
         } else {
-            telemetry::Span::none()
-        };
-        let work = async {
-            match self.route(request, peer, started).await {
-                Routed::Replied(reply) => self.finish(reply, &method, &path, started),
-                Routed::Answered(response) => response,
-            }
-        };
-        let response = telemetry::within(&span, work).await;
+            Either::Left(self.handle_in_span(request, peer, started))
+        }
+    }
+
+    /// The request's server span, beneath its `traceparent` when it carries one. Neither its
+    /// Idempotency-Key nor its scope headers are ever an attribute.
+    async fn handle_traced(
+        self: &Arc<Self>,
+        request: Request<Body>,
+        peer: SocketAddr,
+        started: Instant,
+    ) -> Response<Body> {
+        let span = telemetry::Span::server(
+            "proxy",
+            request.headers(),
+            vec![
+                KeyValue::new("hookonce.proxy", self.name.clone()),
+                KeyValue::new("http.request.method", request.method().to_string()),
+            ],
+        );
+        let response = telemetry::within(&span, self.handle_in_span(request, peer, started)).await;
         span.set(|| {
             vec![KeyValue::new(
                 "http.response.status_code",
@@ -227,6 +234,20 @@ impl Proxy {
         });
         span.end();
         response
+    }
+
+    async fn handle_in_span(
+        self: &Arc<Self>,
+        request: Request<Body>,
+        peer: SocketAddr,
+        started: Instant,
+    ) -> Response<Body> {
+        let method = request.method().clone();
+        let path = request.uri().path().to_owned();
+        match self.route(request, peer, started).await {
+            Routed::Replied(reply) => self.finish(reply, &method, &path, started),
+            Routed::Answered(response) => response,
+        }
     }
 
     /// Updates the stuck-claim gauges from the claims held now.

@@ -226,13 +226,7 @@ impl Proxy {
             ],
         );
         let response = telemetry::within(&span, self.handle_in_span(request, peer, started)).await;
-        span.set(|| {
-            vec![KeyValue::new(
-                "http.response.status_code",
-                i64::from(response.status().as_u16()),
-            )]
-        });
-        span.end();
+        span.answered(response.status().as_u16());
         response
     }
 

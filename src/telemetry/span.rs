@@ -148,6 +148,17 @@ impl Span {
         }
     }
 
+    /// Ends a server span with the status code its request was answered with.
+    pub fn answered(self, status: u16) {
+        self.set(|| {
+            vec![KeyValue::new(
+                "http.response.status_code",
+                i64::from(status),
+            )]
+        });
+        self.end();
+    }
+
     /// Marks the span failed, with why.
     pub fn fail(&self, why: impl FnOnce() -> String) {
         if let Some(cx) = &self.context {

@@ -197,13 +197,7 @@ impl Ingest {
         );
         let cx = span.context().cloned().unwrap_or_default();
         let response = self.process_in_span(request).with_context(cx).await;
-        span.set(|| {
-            vec![KeyValue::new(
-                "http.response.status_code",
-                i64::from(response.status().as_u16()),
-            )]
-        });
-        span.end();
+        span.answered(response.status().as_u16());
         response
     }
 

@@ -230,6 +230,7 @@ impl Proxy {
         response
     }
 
+    /// Routes and answers the request, in whatever span is current.
     async fn handle_in_span(
         self: &Arc<Self>,
         request: Request<Body>,

@@ -19,7 +19,6 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use futures_util::future::Either;
-use opentelemetry::context::FutureExt as _;
 use opentelemetry::trace::TraceContextExt as _;
 use opentelemetry::KeyValue;
 
@@ -195,8 +194,7 @@ impl Ingest {
                 KeyValue::new("http.request.method", "POST"),
             ],
         );
-        let cx = span.context().cloned().unwrap_or_default();
-        let response = self.process_in_span(request).with_context(cx).await;
+        let response = telemetry::within(&span, self.process_in_span(request)).await;
         span.answered(response.status().as_u16());
         response
     }

@@ -84,6 +84,9 @@ start_hookonce() {
 # `hookonce-loadgen requests` signed (wrk's Lua cannot sign fast enough).
 WRK_SCRIPT="$ROOT/bench/wrk-signed.lua"
 WRK_THREADS=${BENCH_WRK_THREADS:-2}
+# BENCH_WRK_CLOSE=1: every request says `Connection: close` (a new connection per request).
+WRK_CLOSE=
+if [[ ${BENCH_WRK_CLOSE:-0} == 1 ]]; then WRK_CLOSE=close; fi
 
 # make_requests SOURCE COUNT FILE [BODY_BYTES]: COUNT unique signed requests for SOURCE of
 # bench/hookonce.toml (Stripe's are signed for now: use them within its 300 s tolerance).
@@ -119,7 +122,7 @@ wrk_run() {
     children_cpu "$out.times"
     before=$CHILDREN_CPU
     timeout $(($(seconds_of "$duration") + 60)) wrk -t"$WRK_THREADS" -c"$connections" -d"$duration" \
-        --latency -s "$WRK_SCRIPT" "$url" -- "$requests" "$WRK_THREADS" "$path" >"$out.txt" 2>&1
+        --latency -s "$WRK_SCRIPT" "$url" -- "$requests" "$WRK_THREADS" "$path" ${WRK_CLOSE:+"$WRK_CLOSE"} >"$out.txt" 2>&1
     children_cpu "$out.times"
     python3 -c "print(round($CHILDREN_CPU - $before, 3))" >"$out.client"
     rm -f "$out.times"

@@ -1,12 +1,14 @@
 -- wrk script of bench/run and bench/ab: every request a new, validly signed delivery, taken from a
 -- file made by `hookonce-loadgen requests` (signing in Lua would cost more than the server).
 --
---   wrk -t2 -c50 -d10s --latency -s bench/wrk-signed.lua http://127.0.0.1:PORT -- FILE THREADS [PATH]
+--   wrk -t2 -c50 -d10s --latency -s bench/wrk-signed.lua http://127.0.0.1:PORT -- FILE THREADS [PATH] [close]
 --
 -- FILE: the requests (its format is described in tools/loadgen/src/requests.rs: a header, the
 -- varying runs, one request as a template, then each request's varying bytes, fixed width).
 -- THREADS: wrk's -t, so that each thread takes its own contiguous slice of the requests and no
 -- request is sent twice. PATH: another request path than the file's (adnanh/webhook's route).
+-- `close`: every request says `Connection: close`, so that each one pays for a new connection
+-- (clients that do not keep connections alive; bench/lib.sh's BENCH_WRK_CLOSE=1).
 -- A thread that runs out of requests starts its slice again and counts a wrap: done() reports
 -- it, and a run with wraps sent duplicates (cheaper for the server) and must be made longer.
 -- done() prints one JSON line (latencies in µs) that bench/lib.sh reads.
@@ -23,7 +25,7 @@ local counter, wraps = 0, 0
 local parts = {}
 
 function init(args)
-  local path, nthreads, route = args[1], tonumber(args[2] or "1"), args[3]
+  local path, nthreads, route, close = args[1], tonumber(args[2] or "1"), args[3], args[4]
   local f = assert(io.open(path, "rb"), "cannot open " .. tostring(path))
   local magic, version, n, w, tlen = f:read("*l"):match("^(%S+) (%d+) (%d+) (%d+) (%d+)$")
   assert(magic == "hookonce-requests" and version == "1", path .. " is not a requests file")
@@ -44,6 +46,11 @@ function init(args)
     local line_end = pieces[1]:find("\r\n", 1, true)
     assert(line_end, "the first run starts inside the request line")
     pieces[1] = pieces[1]:gsub("^(%S+) %S+ ", "%1 " .. route:gsub("%%", "%%%%") .. " ", 1)
+  end
+  if close == "close" then
+    local line_end = pieces[1]:find("\r\n", 1, true)
+    assert(line_end, "the first run starts inside the request line")
+    pieces[1] = pieces[1]:sub(1, line_end + 1) .. "Connection: close\r\n" .. pieces[1]:sub(line_end + 2)
   end
   -- This thread's slice.
   local first = math.floor(thread_id * n / nthreads)

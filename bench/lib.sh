@@ -43,6 +43,16 @@ build_release() { # hookonce, the load generator and the Kafka mock (tools/loadg
     (cd "$ROOT" && cargo build "${flags[@]}") >&2
 }
 
+# build_baseline: bench/baseline's hookonce-baseline and hookonce-bare (release), unless
+# BENCH_NO_BUILD is set and both are built already.
+build_baseline() {
+    if [[ -n ${BENCH_NO_BUILD:-} && -x $BASELINE && -x $BARE ]]; then
+        return 0
+    fi
+    log "cargo build --release (bench/baseline)"
+    (cd "$ROOT/bench/baseline" && cargo build --release --locked) >&2
+}
+
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }

@@ -42,15 +42,15 @@ function init(args)
     at = r[1] + r[2] + 1
   end
   table.insert(pieces, template:sub(at))
-  if route and route ~= "" then
-    local line_end = pieces[1]:find("\r\n", 1, true)
-    assert(line_end, "the first run starts inside the request line")
+  local rewrite_route = route and route ~= ""
+  if rewrite_route or close == "close" then
+    assert(pieces[1]:find("\r\n", 1, true), "the first run starts inside the request line")
+  end
+  if rewrite_route then
     pieces[1] = pieces[1]:gsub("^(%S+) %S+ ", "%1 " .. route:gsub("%%", "%%%%") .. " ", 1)
   end
   if close == "close" then
-    local line_end = pieces[1]:find("\r\n", 1, true)
-    assert(line_end, "the first run starts inside the request line")
-    pieces[1] = pieces[1]:sub(1, line_end + 1) .. "Connection: close\r\n" .. pieces[1]:sub(line_end + 2)
+    pieces[1] = pieces[1]:gsub("\r\n", "\r\nConnection: close\r\n", 1)
   end
   -- This thread's slice.
   local first = math.floor(thread_id * n / nthreads)

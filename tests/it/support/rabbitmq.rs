@@ -23,6 +23,8 @@ use super::redis::free_port;
 
 /// How long a boot may take on a loaded machine before the test fails.
 const BOOT_DEADLINE: Duration = Duration::from_secs(90);
+/// First starts of a broker: a port found free can be taken before the broker binds it.
+const START_ATTEMPTS: u32 = 3;
 
 pub struct RabbitBroker {
     pub port: u16,
@@ -89,11 +91,33 @@ impl RabbitBroker {
             server: None,
             boot: Duration::ZERO,
         };
+        // free_port only finds a port that was free a moment ago: under the whole suite another
+        // test's server can bind it before the broker does. A first start may then take other
+        // ports (a restart may not: its clients know the old ones).
+        for _ in 1..START_ATTEMPTS {
+            match broker.try_spawn() {
+                Ok(()) => return broker,
+                Err(log) if log.contains("eaddrinuse") => {
+                    eprintln!("rabbitmq-server found a port taken; starting it on others");
+                    broker.port = free_port();
+                    broker.dist_port = free_port();
+                }
+                Err(log) => panic!("rabbitmq-server exited: {log}"),
+            }
+        }
         broker.spawn();
         broker
     }
 
     fn spawn(&mut self) {
+        if let Err(log) = self.try_spawn() {
+            panic!("rabbitmq-server exited: {log}");
+        }
+    }
+
+    /// Starts the node and waits until it accepts AMQP; `Err` with the log's tail when it
+    /// exits first.
+    fn try_spawn(&mut self) -> Result<(), String> {
         let base = self.dir.path();
         let started = Instant::now();
         let log = std::fs::File::create(base.join("server.log")).unwrap();
@@ -129,17 +153,18 @@ impl RabbitBroker {
                         .enable_all()
                         .build()
                         .unwrap();
-                    runtime.block_on(self.await_amqp());
+                    runtime.block_on(self.await_amqp())
                 })
                 .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        });
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })?;
         self.boot = started.elapsed();
         eprintln!("rabbitmq-server ready in {:?}", self.boot);
+        Ok(())
     }
 
     /// Polls an AMQP connection (the port opens before the broker accepts logins).
-    async fn await_amqp(&mut self) {
+    async fn await_amqp(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + BOOT_DEADLINE;
         loop {
             let attempt = tokio::time::timeout(
@@ -149,10 +174,11 @@ impl RabbitBroker {
             .await;
             if let Ok(Ok(connection)) = attempt {
                 let _ = connection.close(200, "ready".into()).await;
-                return;
+                return Ok(());
             }
             if let Some(status) = self.server.as_mut().and_then(|c| c.try_wait().unwrap()) {
-                panic!("rabbitmq-server exited ({status}): {}", self.log_tail());
+                self.server = None;
+                return Err(format!("({status}): {}", self.log_tail()));
             }
             assert!(
                 Instant::now() < deadline,

@@ -24,6 +24,17 @@ use crate::support::settings::{self, ms, Secret, STRIPE_SECRET};
 use crate::support::{now, stripe_body, Backend, TestApp};
 use hookonce::config::{ServiceUrl, StoreSettings, StoreTopology};
 
+/// `store.wait_replicas = 1` for a test that asserts 2xx answers which a live replica must
+/// confirm: `WAIT` and the call get what a loaded machine may need (with 200 and 500 ms, a
+/// cluster's first two-phase delivery answered 503 under the whole suite on a fresh clone).
+/// Tests that only wait for a 2xx "eventually" keep shorter ones, so that a master without a
+/// replica refuses quickly while their load runs. Call it after [`Topology::store`].
+pub fn confirmed_writes(store: &mut StoreSettings) {
+    store.wait_replicas = 1;
+    store.wait_timeout = ms(1000);
+    store.timeout = ms(2000);
+}
+
 /// How a test's daemons reach its Redis: a cluster or a Sentinel group.
 #[derive(Clone, Copy)]
 pub enum Topology<'a> {

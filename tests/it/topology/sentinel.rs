@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use super::{audit, deliver, Load, Topology};
+use super::{audit, confirmed_writes, deliver, Load, Topology};
 use crate::support::binary::{hookonce, output_text, write};
 use crate::support::eventually;
 use crate::support::sentinel::{SentinelGroup, MASTER_NAME, MASTER_PASSWORD, SENTINEL_PASSWORD};
-use crate::support::settings::{self, ms, STRIPE_SECRET};
+use crate::support::settings::{self, STRIPE_SECRET};
 use crate::support::{Backend, TestApp};
 
 /// With `wait_replicas = 1`, a Sentinel failover under load loses nothing acknowledged; the
@@ -19,8 +19,7 @@ async fn a_sentinel_failover_under_load_recovers_without_a_restart() {
     let app = TestApp::builder(Backend::Redis)
         .store(|store| {
             Topology::Sentinel(&group).store(store);
-            store.wait_replicas = 1;
-            store.wait_timeout = ms(200);
+            confirmed_writes(store);
         })
         .source("shop", settings::source("stripe", STRIPE_SECRET))
         .start()
@@ -85,8 +84,7 @@ async fn a_demoted_master_answering_readonly_is_left_for_the_new_one() {
     let app = TestApp::builder(Backend::Redis)
         .store(|store| {
             Topology::Sentinel(&group).store(store);
-            store.wait_replicas = 1;
-            store.wait_timeout = ms(200);
+            confirmed_writes(store);
         })
         .source("shop", settings::source("stripe", STRIPE_SECRET))
         .start()

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use super::{audit_sink, deliver, sources_on_every_master, Load, Topology};
+use super::{audit_sink, confirmed_writes, deliver, sources_on_every_master, Load, Topology};
 use crate::support::cluster::RedisCluster;
 use crate::support::sentinel::SentinelGroup;
-use crate::support::settings::{self, ms, secs, SinkKind, SinkSettings, STRIPE_SECRET};
+use crate::support::settings::{self, secs, SinkKind, SinkSettings, STRIPE_SECRET};
 use crate::support::worker::Worker;
 use crate::support::{eventually, now, stripe_body, Backend, TestApp};
 
@@ -22,17 +22,11 @@ fn http_sink(worker: &Worker) -> SinkSettings {
     }
 }
 
-async fn two_phase_app(
-    topology: Topology<'_>,
-    worker: &Worker,
-    sources: &[&str],
-    wait_replicas: u32,
-) -> TestApp {
+async fn two_phase_app(topology: Topology<'_>, worker: &Worker, sources: &[&str]) -> TestApp {
     let mut builder = TestApp::builder(Backend::Redis)
         .store(|store| {
             topology.store(store);
-            store.wait_replicas = wait_replicas;
-            store.wait_timeout = ms(200);
+            confirmed_writes(store);
         })
         .sink(|sink| *sink = http_sink(worker));
     for name in sources {
@@ -57,7 +51,7 @@ async fn two_phase_mode_on_every_master_claims_completes_and_refuses() {
     assert_eq!(sources.len(), 3, "{sources:?}");
     let names: Vec<&str> = sources.iter().map(|(name, _)| name.as_str()).collect();
     let worker = Worker::start().await;
-    let app = Arc::new(two_phase_app(Topology::Cluster(&cluster), &worker, &names, 1).await);
+    let app = Arc::new(two_phase_app(Topology::Cluster(&cluster), &worker, &names).await);
     assert_eq!(app.readiness().await, 200);
     let mut client = cluster.client();
 
@@ -105,7 +99,7 @@ async fn two_phase_mode_on_every_master_claims_completes_and_refuses() {
 async fn two_phase_mode_behind_sentinel_keeps_every_acknowledged_record_in_a_failover() {
     let mut group = SentinelGroup::start();
     let worker = Worker::start().await;
-    let app = Arc::new(two_phase_app(Topology::Sentinel(&group), &worker, &["shop"], 1).await);
+    let app = Arc::new(two_phase_app(Topology::Sentinel(&group), &worker, &["shop"]).await);
     assert_eq!(app.readiness().await, 200);
     let old_master = group.master();
     let replica = group.other_data_node(old_master);

@@ -180,16 +180,14 @@ async fn a_lost_response_is_replayed_to_the_retry(backend: Backend) {
 
 /// `lease` may not be shorter than `upstream_timeout` (check-config refuses it), so the closest
 /// a request gets to outliving its claim is a lease equal to the timeout and an upstream that
-/// answers just before it: every duplicate meanwhile is refused, none takes the claim over.
+/// answers shortly before it (a second before: with 300 ms, a stalled moment of a loaded machine
+/// could end the request first): every duplicate meanwhile is refused, none takes the claim over.
 async fn a_live_claim_is_never_taken_over(backend: Backend) {
     let upstream = Upstream::start().await;
-    upstream.answer(
-        ORDERS,
-        Reply::status(201).delay(Duration::from_millis(1700)),
-    );
+    upstream.answer(ORDERS, Reply::status(201).delay(Duration::from_secs(4)));
     let t = start(backend, &upstream, |p| {
-        p.lease = secs(2);
-        p.upstream_timeout = secs(2);
+        p.lease = secs(5);
+        p.upstream_timeout = secs(5);
     })
     .await;
     let first = spawn_order(&t, "slow", b"{}");

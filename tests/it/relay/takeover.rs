@@ -16,13 +16,13 @@ const TOKEN: &str = "Bearer relay-token-never-logged-5c1e";
 
 /// A daemon that only ingests (no relay), and a configuration file for relays on its Redis.
 async fn ingest_and_config(
-    routes: Vec<(&str, RouteSettings)>,
+    relay: RelaySettings,
     extra: &str,
 ) -> (TestApp, tempfile::TempDir, PathBuf) {
     let app = TestApp::start(crate::support::Backend::Redis).await;
     let dir = tempfile::tempdir().unwrap();
     let url = app.redis.as_ref().unwrap().url();
-    let config = config_file(dir.path(), &url, &relay(false, routes), extra);
+    let config = config_file(dir.path(), &url, &relay, extra);
     (app, dir, config)
 }
 
@@ -31,7 +31,10 @@ async fn a_killed_relay_is_taken_over_after_claim_idle_with_the_same_key() {
     let worker = RelayWorker::start().await;
     let headers = "headers = { Authorization = \"env:RELAY_TEST_TOKEN\" }\n";
     let (app, dir, config) = ingest_and_config(
-        vec![("billing", route(&["stripe"], &worker.url("billing")))],
+        relay(
+            false,
+            vec![("billing", route(&["stripe"], &worker.url("billing")))],
+        ),
         headers,
     )
     .await;
@@ -99,7 +102,14 @@ async fn two_relays_share_the_work_and_the_audit_finds_no_loss() {
         ),
         ("audit", route(&["stripe"], &worker.url("audit"))),
     ];
-    let (app, _config_dir, config) = ingest_and_config(routes, "").await;
+    // Each relay refreshes what it holds every claim_idle / 4: with 1 s, a process stalled for
+    // 750 ms on a loaded machine could see the other take over a live delivery, and the
+    // exactly-once check before the crash would fail. 3 s leaves it more than 2.
+    let relays = RelaySettings {
+        claim_idle: secs(3),
+        ..relay(false, routes)
+    };
+    let (app, _config_dir, config) = ingest_and_config(relays, "").await;
     let mut a = Daemon::relay(&config, dir.path(), &[]).await;
     let b = Daemon::relay(&config, dir.path(), &[]).await;
     let first = ids("evt_two", 40);

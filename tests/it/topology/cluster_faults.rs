@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{audit, cluster_app, deliver, sources_on_every_master, Load};
+use super::{audit, cluster_app, confirmed_writes, deliver, sources_on_every_master, Load};
 use crate::support::cluster::{connection, wait_for, RedisCluster};
 use crate::support::eventually;
 use crate::support::settings::ms;
@@ -18,11 +18,8 @@ async fn a_killed_master_answers_503_then_recovers_without_a_restart() {
     let names: Vec<String> = sources.iter().map(|(name, _)| name.clone()).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let app = Arc::new(
-        cluster_app(&cluster, &refs, |store| {
-            store.wait_replicas = 1;
-            store.wait_timeout = ms(200);
-        })
-        .await,
+        // The end asserts 2xx answers (each acknowledged event's retry) that WAIT must confirm.
+        cluster_app(&cluster, &refs, confirmed_writes).await,
     );
     let (victim_source, victim) = sources[0].clone();
     let load = Load::start(&app, &names);

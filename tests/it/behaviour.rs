@@ -178,7 +178,13 @@ async fn rejections_write_nothing_and_are_counted(backend: Backend) {
 }
 
 async fn concurrent_deliveries_of_one_event_forward_once(backend: Backend) {
-    let t = std::sync::Arc::new(TestApp::start(backend).await);
+    // As below: 64 requests at once must all be 200, which a 500 ms store timeout does not
+    // promise on a loaded machine.
+    let t = TestApp::builder(backend)
+        .store(|store| store.timeout = secs(5))
+        .start()
+        .await;
+    let t = std::sync::Arc::new(t);
     let body = stripe_body("evt_race", 1500);
     let mut tasks = Vec::new();
     for _ in 0..64 {

@@ -4,13 +4,15 @@
 use std::collections::BTreeSet;
 
 use super::*;
-use crate::support::settings::ms;
+use crate::support::settings::{ms, secs};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_coalesced_call_is_one_span_linked_to_every_request_it_carried() {
     let collector = Collector::start().await;
     // A window: concurrent requests wait for company, so they share a call.
+    // The window comes out of each request's store deadline: a timeout well above both.
     let app = TestApp::builder(crate::support::Backend::Redis)
+        .store(|s| s.timeout = secs(5))
         .sink(|s| {
             s.coalesce = true;
             s.coalesce_window = Some(ms(100));

@@ -24,6 +24,11 @@ use crate::support::settings::{self, ms, Secret, STRIPE_SECRET};
 use crate::support::{now, stripe_body, Backend, TestApp};
 use hookonce::config::{ServiceUrl, StoreSettings, StoreTopology};
 
+/// `store.timeout` of the topology tests: a call of a loaded machine stays within it. A killed
+/// node or a demoted master answers at once (a refused connection, `READONLY`), so no test here
+/// needs it short to see a fault; the tests of a stalled node set their own.
+pub const STORE_TIMEOUT_MS: u64 = 2000;
+
 /// `store.wait_replicas = 1` for a test that asserts 2xx answers which a live replica must
 /// confirm: `WAIT` and the call get what a loaded machine may need (with 200 and 500 ms, a
 /// cluster's first two-phase delivery answered 503 under the whole suite on a fresh clone).
@@ -32,7 +37,7 @@ use hookonce::config::{ServiceUrl, StoreSettings, StoreTopology};
 pub fn confirmed_writes(store: &mut StoreSettings) {
     store.wait_replicas = 1;
     store.wait_timeout = ms(1000);
-    store.timeout = ms(2000);
+    store.timeout = ms(STORE_TIMEOUT_MS);
 }
 
 /// How a test's daemons reach its Redis: a cluster or a Sentinel group.
@@ -46,7 +51,7 @@ impl Topology<'_> {
     /// Points `store` at the cluster's seed nodes or the sentinels (with their own password
     /// and the data nodes').
     pub fn store(self, store: &mut StoreSettings) {
-        store.timeout = ms(500);
+        store.timeout = ms(STORE_TIMEOUT_MS);
         match self {
             Self::Cluster(cluster) => {
                 store.topology = StoreTopology::Cluster;
@@ -72,12 +77,12 @@ impl Topology<'_> {
         };
         match self {
             Self::Cluster(cluster) => format!(
-                "[store]\nbackend = \"redis\"\ntopology = \"cluster\"\ntimeout = \"500ms\"\n\
+                "[store]\nbackend = \"redis\"\ntopology = \"cluster\"\ntimeout = \"{STORE_TIMEOUT_MS}ms\"\n\
                  cluster_nodes = [{}]\n",
                 list(cluster.seeds())
             ),
             Self::Sentinel(group) => format!(
-                "[store]\nbackend = \"redis\"\ntopology = \"sentinel\"\ntimeout = \"500ms\"\n\
+                "[store]\nbackend = \"redis\"\ntopology = \"sentinel\"\ntimeout = \"{STORE_TIMEOUT_MS}ms\"\n\
                  sentinels = [{}]\nsentinel_master = \"{MASTER_NAME}\"\n\
                  sentinel_password = \"{SENTINEL_PASSWORD}\"\npassword = \"{MASTER_PASSWORD}\"\n",
                 list(group.sentinel_urls())
@@ -125,7 +130,7 @@ pub async fn cluster_app(
     let mut builder = TestApp::builder(Backend::Redis).store(|store| {
         store.topology = StoreTopology::Cluster;
         store.cluster_nodes = seeds;
-        store.timeout = ms(500);
+        store.timeout = ms(STORE_TIMEOUT_MS);
         change(store);
     });
     for name in sources {

@@ -27,7 +27,7 @@ async fn a_partitioned_source_spreads_over_masters_exactly_once() {
         .store(|store| {
             store.topology = StoreTopology::Cluster;
             store.cluster_nodes = urls;
-            store.timeout = ms(500);
+            store.timeout = ms(super::STORE_TIMEOUT_MS);
         })
         .source("hot", hot)
         .start()

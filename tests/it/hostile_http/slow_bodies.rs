@@ -28,7 +28,10 @@ async fn stall(t: &TestApp, count: usize) -> Vec<TcpStream> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_bodies_do_not_lock_out_signed_deliveries() {
+    // The signed deliveries must all be 200 beside the stalled ones: a store timeout far above a
+    // loaded machine's slowest call.
     let t = TestApp::builder(Backend::Redis)
+        .store(|s| s.timeout = secs(5))
         .server(|s| {
             s.max_in_flight = MAX_IN_FLIGHT;
             s.body_read_timeout = secs(60);

@@ -30,14 +30,14 @@ use hookonce::config::{ServiceUrl, StoreSettings, StoreTopology};
 pub const STORE_TIMEOUT_MS: u64 = 2000;
 
 /// `store.wait_replicas = 1` for a test that asserts 2xx answers which a live replica must
-/// confirm: `WAIT` and the call get what a loaded machine may need (with 200 and 500 ms, a
-/// cluster's first two-phase delivery answered 503 under the whole suite on a fresh clone).
-/// Tests that only wait for a 2xx "eventually" keep shorter ones, so that a master without a
-/// replica refuses quickly while their load runs. Call it after [`Topology::store`].
+/// confirm: `WAIT` gets what a loaded machine may need (with 200 ms, and 500 ms for the call, a
+/// cluster's first two-phase delivery answered 503 under the whole suite on a fresh clone); the
+/// call has [`STORE_TIMEOUT_MS`] from [`Topology::store`] or [`cluster_app`]. Tests that only
+/// wait for a 2xx "eventually" keep a shorter `WAIT`, so that a master without a replica
+/// refuses quickly while their load runs.
 pub fn confirmed_writes(store: &mut StoreSettings) {
     store.wait_replicas = 1;
     store.wait_timeout = ms(1000);
-    store.timeout = ms(STORE_TIMEOUT_MS);
 }
 
 /// How a test's daemons reach its Redis: a cluster or a Sentinel group.

@@ -5,8 +5,8 @@
 //! few seconds. Every wait is for a condition (`CLUSTER INFO` says ok and covers every slot, each
 //! master has its replica), never a fixed sleep.
 //!
-//! A cluster node also listens on its port + 10 000 (the cluster bus), so redis-server refuses
-//! ports above 55 535: node ports come from [`free_cluster_port`], not the ephemeral range.
+//! A cluster node also listens on its port + 10 000 (the cluster bus): node ports come from
+//! [`free_cluster_port`], which keeps both below the kernel's ephemeral range.
 //!
 //! In TLS mode ([`RedisCluster::start_tls`]) every node listens on its `--tls-port` only, and the
 //! cluster bus and replication use TLS too (`tls-cluster yes`, `tls-replication yes`).
@@ -23,16 +23,19 @@ use super::tls::TlsFiles;
 const NODE_TIMEOUT_MS: &str = "1000";
 pub const SLOTS: usize = 16384;
 
-/// A loopback port of at most 55 535 that is free, with its cluster-bus port (+10 000) free too.
+/// A free loopback port with its cluster-bus port (+10 000) free too, both below the kernel's
+/// ephemeral range (32 768 and up by default): a port in that range can be taken between this
+/// check and the node's own bind by any connection another test opens, or by any server bound
+/// to port 0, and the node then exits without ever answering.
 pub fn free_cluster_port() -> u16 {
     for _ in 0..1000 {
-        let port = rand::random_range(20_000..=55_535u16);
+        let port = rand::random_range(10_000..=22_767u16);
         let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
         if free(port) && free(port + 10_000) {
             return port;
         }
     }
-    panic!("no free port pair for a cluster node below 55535");
+    panic!("no free port pair for a cluster node below the ephemeral range");
 }
 
 /// One `redis-server --cluster-enabled yes`.
@@ -114,9 +117,16 @@ impl RedisCluster {
             node.spawn();
             cluster.nodes.push(node);
         }
-        for node in &cluster.nodes {
+        for node in &mut cluster.nodes {
+            let port = node.port;
             wait_for(10, "a cluster node to answer PING", || {
-                ping(cluster.tls(), node.port).is_some()
+                if let Some(status) = node.child.as_mut().and_then(|c| c.try_wait().ok()?) {
+                    panic!(
+                        "redis-server on port {port} (bus {}) exited: {status}",
+                        port + 10_000
+                    );
+                }
+                ping(node.tls.as_deref(), port).is_some()
             });
         }
         cluster.create();

@@ -24,18 +24,30 @@ const NODE_TIMEOUT_MS: &str = "1000";
 pub const SLOTS: usize = 16384;
 
 /// A free loopback port with its cluster-bus port (+10 000) free too, both below the kernel's
-/// ephemeral range (32 768 and up by default): a port in that range can be taken between this
-/// check and the node's own bind by any connection another test opens, or by any server bound
-/// to port 0, and the node then exits without ever answering.
+/// ephemeral range (read from `ip_local_port_range`; 32 768 and up by default): a port in that
+/// range can be taken between this check and the node's own bind by any connection another test
+/// opens, or by any server bound to port 0, and the node then exits without ever answering.
 pub fn free_cluster_port() -> u16 {
+    // The highest node port whose bus port is still below the range; where the range starts too
+    // low to leave room, any pair below redis-server's limit (55 535 + 10 000).
+    let top = ephemeral_start()
+        .and_then(|start| start.checked_sub(10_001))
+        .filter(|&top| top >= 12_000)
+        .unwrap_or(55_535);
     for _ in 0..1000 {
-        let port = rand::random_range(10_000..=22_767u16);
+        let port = rand::random_range(10_000..=top);
         let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
         if free(port) && free(port + 10_000) {
             return port;
         }
     }
-    panic!("no free port pair for a cluster node below the ephemeral range");
+    panic!("no free port pair for a cluster node in 10000..={top}");
+}
+
+/// The first port of the kernel's ephemeral range, if it can be read.
+fn ephemeral_start() -> Option<u16> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
 }
 
 /// One `redis-server --cluster-enabled yes`.

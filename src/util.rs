@@ -1,11 +1,13 @@
 //! Small pieces every layer uses: a boxed future for trait objects, a map for lookups on the
-//! request path, the wall clock in ms, an error's causes on one line, and a guard that runs code
-//! when a scope ends.
+//! request path, the wall clock in ms, an error's causes on one line, a guard that runs code
+//! when a scope ends, and a future that is finished even when its caller goes away.
 //!
 //! A leaf: it imports nothing of the crate, so any module may use it without creating a cycle.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 
 /// A boxed future, so that async traits can be used as `Arc<dyn …>`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -38,6 +40,69 @@ pub fn scopeguard(f: impl FnOnce()) -> impl Drop {
     Guard(Some(f))
 }
 
+/// `work`, run to its end even if the future awaiting it is dropped first: it runs on the
+/// awaiting task, and if that task lets go of it before it is done (a client that goes away
+/// cancels its request's handler), the rest of it runs in a task of its own. So what `work`
+/// holds (a claim, a permit, an answer still to be stored) is settled as if nothing had
+/// happened, as with `tokio::spawn(work).await`, without that spawn's hand-off to another task
+/// and wake-up back for every request that is not cancelled. A panic inside `work` is caught and
+/// returned as an error, as a spawned task's would be. Outside a runtime (unit tests) a dropped
+/// `work` is dropped.
+pub fn finish_even_if_dropped<F>(work: F) -> Unabandoned<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    Unabandoned {
+        work: Some(Box::pin(work)),
+    }
+}
+
+/// See [`finish_even_if_dropped`].
+pub struct Unabandoned<T: Send + 'static> {
+    /// `None` once `work` has ended (or panicked) here.
+    work: Option<BoxFuture<'static, T>>,
+}
+
+impl<T: Send + 'static> Future for Unabandoned<T> {
+    /// `work`'s output, or the message of its panic.
+    type Output = Result<T, String>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let Some(work) = this.work.as_mut() else {
+            return Poll::Ready(Err("polled again after it ended".to_owned()));
+        };
+        let ended = match std::panic::catch_unwind(AssertUnwindSafe(|| work.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(output)) => Ok(output),
+            Err(panic) => Err(panic_message(panic.as_ref())),
+        };
+        this.work = None;
+        Poll::Ready(ended)
+    }
+}
+
+impl<T: Send + 'static> Drop for Unabandoned<T> {
+    fn drop(&mut self) {
+        if let Some(work) = self.work.take() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(work);
+            }
+        }
+    }
+}
+
+/// What a caught panic says.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message");
+    format!("panicked: {text}")
+}
+
 /// An error and its causes on one line, for logs.
 pub fn error_chain<E: std::error::Error>(error: &E) -> String {
     let mut text = error.to_string();
@@ -56,4 +121,52 @@ pub fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn work_that_is_awaited_answers_its_caller() {
+        assert_eq!(finish_even_if_dropped(async { 7 }).await, Ok(7));
+    }
+
+    #[tokio::test]
+    async fn a_panic_is_answered_as_an_error() {
+        let ended = finish_even_if_dropped(async {
+            if true {
+                panic!("the upstream went away");
+            }
+        })
+        .await;
+        assert_eq!(ended, Err("panicked: the upstream went away".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn work_whose_caller_goes_away_runs_to_its_end() {
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+        let (ended_tx, ended_rx) = tokio::sync::oneshot::channel::<()>();
+        let finished = Arc::new(AtomicBool::new(false));
+        let caller = tokio::spawn({
+            let finished = Arc::clone(&finished);
+            finish_even_if_dropped(async move {
+                started_tx.send(()).unwrap();
+                go_rx.await.unwrap();
+                finished.store(true, Ordering::SeqCst);
+                ended_tx.send(()).unwrap();
+            })
+        });
+        started_rx.await.unwrap();
+        // The caller goes away while the work waits halfway.
+        caller.abort();
+        assert!(caller.await.unwrap_err().is_cancelled());
+        assert!(!finished.load(Ordering::SeqCst));
+        go_tx.send(()).unwrap();
+        ended_rx.await.unwrap();
+        assert!(finished.load(Ordering::SeqCst));
+    }
 }

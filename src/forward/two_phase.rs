@@ -28,7 +28,7 @@ use super::{Delivery, ForwardError, Forwarded, Forwarder};
 use crate::ledger::{Claim, Ledger};
 use crate::sinks::{Message, Sink};
 use crate::store::record;
-use crate::util::BoxFuture;
+use crate::util::{finish_even_if_dropped, BoxFuture};
 
 /// The claims one event of a request holds: its record's and, with `body_dedup`, its body
 /// record's (key, token).
@@ -193,18 +193,18 @@ impl TwoPhaseForwarder {
         Ok(plan.answers(judged))
     }
 
-    /// Publishes every held event and settles its claims, in a task of its own so that a
-    /// cancelled request can neither strand a claim nor release an event the sink took.
+    /// Publishes every held event and settles its claims, to the end even if the request is
+    /// cancelled meanwhile, so that a cancelled request can neither strand a claim nor release
+    /// an event the sink took.
     async fn publish(&self, jobs: Vec<Job>) -> Result<Vec<(usize, Forwarded)>, ForwardError> {
         let ledger = Arc::clone(&self.ledger);
         let sink = Arc::clone(&self.sink);
-        let settle = tokio::spawn(crate::telemetry::in_current(async move {
+        finish_even_if_dropped(crate::telemetry::in_current(async move {
             let settled = join_all(jobs.into_iter().map(|job| settle(&*ledger, &*sink, job))).await;
             settled.into_iter().collect::<Result<Vec<_>, _>>()
-        }));
-        settle
-            .await
-            .unwrap_or_else(|join| Err(ForwardError::Task(join.to_string())))
+        }))
+        .await
+        .unwrap_or_else(|panic| Err(ForwardError::Task(panic)))
     }
 }
 

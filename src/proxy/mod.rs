@@ -46,6 +46,7 @@ use crate::ledger::Ledger;
 use crate::metrics::{Metrics, ProxyMetrics};
 use crate::outcome::ProxyOutcome;
 use crate::telemetry;
+use crate::util::finish_even_if_dropped;
 use claims::Claims;
 use key::KeyError;
 use opentelemetry::KeyValue;
@@ -125,7 +126,7 @@ struct KeyedRequest {
     /// The body, holding its share of the body memory budget until the request is done.
     body: ReceivedBody,
     peer: SocketAddr,
-    /// The admission permit, held by the request's own task until it is settled.
+    /// The admission permit, held until the request is settled (also after its client left).
     _admitted: crate::admission::Admitted,
 }
 
@@ -314,19 +315,19 @@ impl Proxy {
             peer,
             _admitted: admitted,
         };
-        // From the claim on, the request runs in a task of its own, answered, counted and logged
-        // there: a client that disconnects must not strand a claim, lose the response its retry
-        // will be answered with, or leave the execution uncounted.
+        // From the claim on, the request runs to its end, answered, counted and logged inside
+        // `finish_even_if_dropped`: a client that disconnects must not strand a claim, lose the
+        // response its retry will be answered with, or leave the execution uncounted.
         let proxy = Arc::clone(self);
         let method = keyed.parts.method.clone();
         let path = keyed.parts.uri.path().to_owned();
-        let task = tokio::spawn(telemetry::in_current(async move {
+        let run = finish_even_if_dropped(telemetry::in_current(async move {
             let reply = proxy.execute(keyed).await;
             proxy.finish(reply, &method, &path, started)
         }));
-        match task.await {
+        match run.await {
             Ok(response) => Routed::Answered(response),
-            Err(error) => refused(ProxyOutcome::Unavailable, error.to_string()),
+            Err(panic) => refused(ProxyOutcome::Unavailable, panic),
         }
     }
 
@@ -396,7 +397,7 @@ fn body_outcome(error: &BodyError) -> ProxyOutcome {
 }
 
 /// What routing one request came to: a reply still to be answered, counted and logged, or a
-/// response a spawned task already answered, counted and logged.
+/// response already answered, counted and logged where it ran to its end.
 enum Routed {
     Replied(ProxyReply),
     Answered(Response<Body>),

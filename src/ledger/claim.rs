@@ -91,13 +91,36 @@ pub fn judge_existing(
 
 /// A random claim token.
 pub fn new_token() -> String {
-    format!("{:016x}", rand::random::<u64>())
+    // 16 lowercase hex digits, without `format!`'s machinery: one per keyed request.
+    let value = rand::random::<u64>();
+    (0..16)
+        .rev()
+        .map(|i| char::from(b"0123456789abcdef"[(value >> (4 * i)) as usize & 0xf]))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::record::{done, processing};
+
+    #[test]
+    fn tokens_are_sixteen_hex_digits_and_differ() {
+        let (a, b) = (new_token(), new_token());
+        for token in [&a, &b] {
+            assert_eq!(token.len(), 16, "{token}");
+            assert!(token
+                .bytes()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)));
+        }
+        assert_ne!(a, b);
+        // Every digit place is used: the value's high nibble is the first digit.
+        let mut seen_first = std::collections::HashSet::new();
+        for _ in 0..200 {
+            seen_first.insert(new_token().as_bytes()[0]);
+        }
+        assert!(seen_first.len() > 8, "{seen_first:?}");
+    }
 
     #[test]
     fn records_are_judged_alike() {

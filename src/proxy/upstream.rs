@@ -18,6 +18,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::http::uri::{self, Authority, Scheme};
 use axum::http::{header, request, HeaderMap, HeaderName, HeaderValue, Request, Response, Uri};
 use http_body_util::{LengthLimitError, Limited};
 use hyper::body::Incoming;
@@ -53,6 +54,9 @@ pub struct Upstream {
     client: Client<HttpsConnector<HttpConnector>, Body>,
     /// `scheme://authority` plus the base path without its trailing slash.
     base: String,
+    /// The upstream's scheme and authority when its URL has no path of its own (the common
+    /// case): a request's URI is then its own path and query on them, with nothing to parse.
+    origin: Option<(Scheme, Authority)>,
     timeout: Duration,
     body_limit: usize,
     /// Peers whose forwarding headers are passed on (`server.trusted_proxies`).
@@ -75,9 +79,12 @@ impl Upstream {
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE)
             .build(connector);
+        let base = settings.upstream.trim_end_matches('/').to_owned();
+        let origin = origin_of(&base);
         Self {
             client,
-            base: settings.upstream.trim_end_matches('/').to_owned(),
+            base,
+            origin,
             timeout: settings.upstream_timeout.0,
             body_limit,
             trusted: Networks::default(),
@@ -97,10 +104,7 @@ impl Upstream {
     /// Rewrites a received request's head for the upstream: URI, `Host`, hop-by-hop headers,
     /// `X-Forwarded-*` and `Forwarded`.
     pub fn prepare(&self, parts: &mut request::Parts, peer: SocketAddr) -> Result<(), String> {
-        let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        parts.uri = format!("{}{path_and_query}", self.base)
-            .parse::<Uri>()
-            .map_err(|e| format!("cannot build the upstream URI: {e}"))?;
+        parts.uri = upstream_uri(&self.base, self.origin.as_ref(), &parts.uri)?;
         parts.version = http::Version::HTTP_11;
         let headers = &mut parts.headers;
         strip_hop_by_hop(headers);
@@ -182,12 +186,12 @@ fn append_to_list(headers: &mut HeaderMap, name: HeaderName, item: &str) {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .collect();
-    let list = if earlier.is_empty() {
-        item.to_owned()
+    let value = if earlier.is_empty() {
+        HeaderValue::from_str(item)
     } else {
-        format!("{}, {item}", earlier.join(", "))
+        HeaderValue::from_str(&format!("{}, {item}", earlier.join(", ")))
     };
-    if let Ok(value) = HeaderValue::from_str(&list) {
+    if let Ok(value) = value {
         headers.insert(name, value);
     }
 }
@@ -198,8 +202,61 @@ fn forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
     append_to_list(
         headers,
         HeaderName::from_static("x-forwarded-for"),
-        &peer.to_string(),
+        &ip_text(peer),
     );
+}
+
+/// The scheme and authority of the upstream URL `base` (its trailing slash trimmed), when it has
+/// no path of its own.
+fn origin_of(base: &str) -> Option<(Scheme, Authority)> {
+    let parts = base.parse::<Uri>().ok()?.into_parts();
+    let bare = parts
+        .path_and_query
+        .as_ref()
+        .is_none_or(|p| p.as_str().is_empty() || p == "/");
+    Some((parts.scheme?, parts.authority?)).filter(|_| bare)
+}
+
+/// The upstream URI for a request received for `received`: `base`, then the request's path and
+/// query; put together from `origin` (the parts of a `base` without a path) as they are.
+fn upstream_uri(
+    base: &str,
+    origin: Option<&(Scheme, Authority)>,
+    received: &Uri,
+) -> Result<Uri, String> {
+    if let (Some((scheme, authority)), Some(path_and_query)) = (origin, received.path_and_query()) {
+        let mut parts = uri::Parts::default();
+        parts.scheme = Some(scheme.clone());
+        parts.authority = Some(authority.clone());
+        parts.path_and_query = Some(path_and_query.clone());
+        return Uri::from_parts(parts).map_err(|e| format!("cannot build the upstream URI: {e}"));
+    }
+    let path_and_query = received.path_and_query().map_or("/", |p| p.as_str());
+    format!("{base}{path_and_query}")
+        .parse::<Uri>()
+        .map_err(|e| format!("cannot build the upstream URI: {e}"))
+}
+
+/// `ip` as `Display` writes it; an IPv4 address without the formatting machinery, since every
+/// keyed request writes its peer's.
+fn ip_text(ip: IpAddr) -> String {
+    let IpAddr::V4(v4) = ip else {
+        return ip.to_string();
+    };
+    let mut text = String::with_capacity(15);
+    for (i, octet) in v4.octets().into_iter().enumerate() {
+        if i > 0 {
+            text.push('.');
+        }
+        if octet >= 100 {
+            text.push(char::from(b'0' + octet / 100));
+        }
+        if octet >= 10 {
+            text.push(char::from(b'0' + octet / 10 % 10));
+        }
+        text.push(char::from(b'0' + octet % 10));
+    }
+    text
 }
 
 /// Appends the peer's element to `Forwarded` (RFC 7239: an IPv6 node quoted, in brackets).
@@ -263,6 +320,48 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ip_text_writes_what_display_writes() {
+        for octet in 0..=255u8 {
+            for ip in [
+                IpAddr::from([octet, 0, 9, 10]),
+                IpAddr::from([99, octet, 100, 255]),
+                IpAddr::from([1, 20, octet, octet]),
+            ] {
+                assert_eq!(ip_text(ip), ip.to_string());
+            }
+        }
+        let v6: IpAddr = "2001:db8::1".parse().unwrap();
+        assert_eq!(ip_text(v6), "2001:db8::1");
+    }
+
+    #[test]
+    fn the_upstream_uri_is_the_base_then_the_path_and_query() {
+        let received: Uri = "/v1/orders?x=1".parse().unwrap();
+        for (base, expected) in [
+            (
+                "http://127.0.0.1:3000",
+                "http://127.0.0.1:3000/v1/orders?x=1",
+            ),
+            ("https://api.internal", "https://api.internal/v1/orders?x=1"),
+            (
+                "http://127.0.0.1:3000/api",
+                "http://127.0.0.1:3000/api/v1/orders?x=1",
+            ),
+        ] {
+            let origin = origin_of(base);
+            assert_eq!(origin.is_some(), !base.ends_with("/api"), "{base}");
+            let uri = upstream_uri(base, origin.as_ref(), &received).unwrap();
+            assert_eq!(uri, expected.parse::<Uri>().unwrap());
+            assert_eq!(uri.to_string(), expected);
+        }
+        // A received URI in absolute form keeps only its path and query.
+        let absolute: Uri = "http://client.example/v1/orders".parse().unwrap();
+        let base = "http://127.0.0.1:3000";
+        let uri = upstream_uri(base, origin_of(base).as_ref(), &absolute).unwrap();
+        assert_eq!(uri.to_string(), "http://127.0.0.1:3000/v1/orders");
+    }
 
     #[test]
     fn hop_by_hop_headers_go_end_to_end_headers_stay() {

@@ -113,7 +113,12 @@ impl<'a> Record<'a> {
 
 /// The done record a forward or a completion writes.
 pub fn done(ack: &str, fingerprint: &str) -> String {
-    format!("{ack} {fingerprint}")
+    // One allocation of the final size: the proxy's `ack` is a whole stored response.
+    let mut record = String::with_capacity(ack.len() + 1 + fingerprint.len());
+    record.push_str(ack);
+    record.push(' ');
+    record.push_str(fingerprint);
+    record
 }
 
 /// The processing record a claim writes.

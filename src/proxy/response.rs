@@ -20,7 +20,7 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Response, StatusCod
 use base64::Engine;
 use bytes::Bytes;
 
-use super::upstream::is_hop_by_hop;
+use super::upstream::HopByHop;
 
 /// Marks every replay.
 pub const REPLAYED: &str = "idempotency-replayed";
@@ -45,9 +45,10 @@ pub struct StoredResponse {
 impl StoredResponse {
     /// The storable part of an upstream response: end-to-end headers other than `Date`.
     pub fn new(status: StatusCode, headers: &HeaderMap, body: Bytes, truncated: bool) -> Self {
+        let hop = HopByHop::of(headers);
         let headers = headers
             .iter()
-            .filter(|(name, _)| *name != header::DATE && !is_hop_by_hop(name, headers))
+            .filter(|(name, _)| *name != header::DATE && !hop.contains(name))
             .map(|(name, value)| (name.clone(), value.clone()))
             .collect();
         Self {

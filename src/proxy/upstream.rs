@@ -282,17 +282,39 @@ fn has_cause<E: std::error::Error + 'static>(error: &(dyn std::error::Error + 's
 /// Whether `name` is hop-by-hop in a message with these `headers`: one of the fixed list, or
 /// named by its `Connection` header.
 pub fn is_hop_by_hop(name: &HeaderName, headers: &HeaderMap) -> bool {
-    const FIXED: [HeaderName; 6] = [
-        header::CONNECTION,
-        header::TE,
-        header::TRAILER,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-        HeaderName::from_static("keep-alive"),
-    ];
-    FIXED.contains(name)
-        || name.as_str().starts_with("proxy-")
-        || connection_names(headers).any(|listed| listed.eq_ignore_ascii_case(name.as_str()))
+    HopByHop::of(headers).contains(name)
+}
+
+/// The hop-by-hop headers of one message: the fixed list, `Proxy-*`, and the names its
+/// `Connection` header lists, read once for all the names asked about (a message without
+/// `Connection` costs nothing more).
+pub struct HopByHop<'a> {
+    listed: Vec<&'a str>,
+}
+
+impl<'a> HopByHop<'a> {
+    pub fn of(headers: &'a HeaderMap) -> Self {
+        Self {
+            listed: connection_names(headers).collect(),
+        }
+    }
+
+    pub fn contains(&self, name: &HeaderName) -> bool {
+        const FIXED: [HeaderName; 6] = [
+            header::CONNECTION,
+            header::TE,
+            header::TRAILER,
+            header::TRANSFER_ENCODING,
+            header::UPGRADE,
+            HeaderName::from_static("keep-alive"),
+        ];
+        FIXED.contains(name)
+            || name.as_str().starts_with("proxy-")
+            || self
+                .listed
+                .iter()
+                .any(|listed| listed.eq_ignore_ascii_case(name.as_str()))
+    }
 }
 
 fn connection_names(headers: &HeaderMap) -> impl Iterator<Item = &str> {
@@ -307,9 +329,10 @@ fn connection_names(headers: &HeaderMap) -> impl Iterator<Item = &str> {
 
 /// Removes every hop-by-hop header from a message about to be forwarded.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let hop = HopByHop::of(headers);
     let doomed: Vec<HeaderName> = headers
         .keys()
-        .filter(|name| is_hop_by_hop(name, headers))
+        .filter(|name| hop.contains(name))
         .cloned()
         .collect();
     for name in doomed {

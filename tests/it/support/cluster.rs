@@ -6,7 +6,10 @@
 //! master has its replica), never a fixed sleep.
 //!
 //! A cluster node also listens on its port + 10 000 (the cluster bus): node ports come from
-//! [`free_cluster_port`], which keeps both below the kernel's ephemeral range.
+//! [`free_cluster_port`], which keeps both below the kernel's ephemeral range and never draws a
+//! node port where another node's bus port could be. A port can still be taken between that check
+//! and the node's bind (by another test's process, which checks the same way): a node that exits
+//! before answering is started again on another pair, a few times at most.
 //!
 //! In TLS mode ([`RedisCluster::start_tls`]) every node listens on its `--tls-port` only, and the
 //! cluster bus and replication use TLS too (`tls-cluster yes`, `tls-replication yes`).
@@ -27,13 +30,15 @@ pub const SLOTS: usize = 16384;
 /// ephemeral range (read from `ip_local_port_range`; 32 768 and up by default): a port in that
 /// range can be taken between this check and the node's own bind by any connection another test
 /// opens, or by any server bound to port 0, and the node then exits without ever answering.
+/// Node ports stay below 20 000 where the range allows it, so that no node port is ever another
+/// node's bus port (20 000 and up).
 pub fn free_cluster_port() -> u16 {
     // The highest node port whose bus port is still below the range; where the range starts too
     // low to leave room, any pair below redis-server's limit (55 535 + 10 000).
     let top = ephemeral_start()
         .and_then(|start| start.checked_sub(10_001))
         .filter(|&top| top >= 12_000)
-        .unwrap_or(55_535);
+        .map_or(55_535, |top| top.min(19_999));
     for _ in 0..1000 {
         let port = rand::random_range(10_000..=top);
         let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
@@ -130,15 +135,24 @@ impl RedisCluster {
             cluster.nodes.push(node);
         }
         for node in &mut cluster.nodes {
-            let port = node.port;
+            let mut starts = 1;
             wait_for(10, "a cluster node to answer PING", || {
                 if let Some(status) = node.child.as_mut().and_then(|c| c.try_wait().ok()?) {
-                    panic!(
-                        "redis-server on port {port} (bus {}) exited: {status}",
+                    // Its port or bus port was taken after the check (another test's server):
+                    // another pair, with a fresh identity.
+                    let port = node.port;
+                    assert!(
+                        starts < 3,
+                        "redis-server on port {port} (bus {}) exited {starts} times: {status}",
                         port + 10_000
                     );
+                    starts += 1;
+                    let _ = std::fs::remove_file(node.dir.join("nodes.conf"));
+                    node.port = free_cluster_port();
+                    node.spawn();
+                    return false;
                 }
-                ping(node.tls.as_deref(), port).is_some()
+                ping(node.tls.as_deref(), node.port).is_some()
             });
         }
         cluster.create();

@@ -67,11 +67,13 @@ pub fn record_key(
     field(&mut hash, path.as_bytes());
     field(&mut hash, key.as_bytes());
     // Made in one allocation of its final size (a `format!` grew its string three times).
-    let mut record = String::with_capacity(prefix.len() + proxy.len() + 7 + DIGEST_CHARS);
+    let (open, close) = (":{p:", "}:k:");
+    let mut record =
+        String::with_capacity(prefix.len() + open.len() + proxy.len() + close.len() + DIGEST_CHARS);
     record.push_str(prefix);
-    record.push_str(":{p:");
+    record.push_str(open);
     record.push_str(proxy);
-    record.push_str("}:k:");
+    record.push_str(close);
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode_string(hash.finalize(), &mut record);
     record
 }
@@ -140,6 +142,8 @@ mod tests {
             &long_key,
         );
         assert!(short.starts_with("hookonce:{p:orders}:k:"));
+        // Made in one allocation of its final size.
+        assert_eq!(short.capacity(), short.len());
         assert_eq!(short.len(), long.len());
         assert_eq!(short.len(), "hookonce:{p:orders}:k:".len() + 43);
         assert!(!short.contains("secret"));

@@ -279,12 +279,6 @@ fn has_cause<E: std::error::Error + 'static>(error: &(dyn std::error::Error + 's
     false
 }
 
-/// Whether `name` is hop-by-hop in a message with these `headers`: one of the fixed list, or
-/// named by its `Connection` header.
-pub fn is_hop_by_hop(name: &HeaderName, headers: &HeaderMap) -> bool {
-    HopByHop::of(headers).contains(name)
-}
-
 /// The hop-by-hop headers of one message: the fixed list, `Proxy-*`, and the names its
 /// `Connection` header lists, read once for all the names asked about (a message without
 /// `Connection` costs nothing more).

@@ -141,3 +141,31 @@ wrk_run() {
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 hwm_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+# Instructions counted by callgrind (bench/instructions, bench/proxy/instructions,
+# bench/redis-instructions).
+# callgrind_command DIR: sets CALLGRIND to the valgrind command line that runs a server with its
+# counters written into DIR (each dump a callgrind.out.N there).
+callgrind_command() {
+    CALLGRIND=(valgrind --tool=callgrind --callgrind-out-file="$1/callgrind.out" --dump-instr=no
+        --separate-threads=no)
+}
+
+# callgrind_window PID SECONDS NAME COUNT_COMMAND…: zeroes the counters of PID (a process under
+# callgrind), lets it run SECONDS, then dumps them as NAME; sets COUNTED to what COUNT_COMMAND
+# printed after, less what it printed before (the requests or events of the window).
+callgrind_window() {
+    local pid=$1 seconds=$2 name=$3 before after
+    shift 3
+    before=$("$@")
+    callgrind_control --zero "$pid" >/dev/null
+    sleep "$seconds"
+    callgrind_control --dump="$name" "$pid" >/dev/null
+    after=$("$@")
+    COUNTED=$((after - before))
+}
+
+# newest_dump DIR: the callgrind dump written last in DIR
+newest_dump() {
+    find "$1" -maxdepth 1 -name 'callgrind.out.*' -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2-
+}

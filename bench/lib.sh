@@ -1,5 +1,6 @@
 # shellcheck shell=bash disable=SC2034  # sourced: the variables are used by its callers
-# Shared helpers of bench/run and scripts/faults/*: tools, free ports, processes we started.
+# Shared helpers of the bench/ scripts, scripts/soak and scripts/faults/*: tools, free ports, and
+# the processes we started.
 # Sourced, not run. Every process started here is recorded by PID and killed by PID on exit;
 # nothing is ever killed by name.
 

@@ -19,6 +19,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use axum::http::{HeaderMap, HeaderValue};
 
 use super::networks::Networks;
+use crate::util::with_ip_text;
 
 /// The client a request is from, as far as the trusted hops tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -40,28 +41,13 @@ impl fmt::Display for ClientAddr {
 }
 
 impl ClientAddr {
-    /// Calls `f` with the address as `Display` writes it. An IPv4 client, the common case, is
-    /// written without an allocation or `fmt`'s machinery (each request's log line names it).
+    /// Calls `f` with the address as `Display` writes it; a known client without an allocation
+    /// or `fmt`'s machinery (each request's log line names it).
     pub fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
-        let ClientAddr::Known(IpAddr::V4(address)) = self else {
-            return f(&self.to_string());
-        };
-        let mut text = [0u8; 15];
-        let mut len = 0;
-        for (i, octet) in address.octets().into_iter().enumerate() {
-            if i > 0 {
-                text[len] = b'.';
-                len += 1;
-            }
-            let digits = [octet / 100, octet / 10 % 10, octet % 10];
-            // No leading zeros: one digit fewer below 100, another below 10.
-            let skip = usize::from(octet < 100) + usize::from(octet < 10);
-            for digit in &digits[skip..] {
-                text[len] = b'0' + digit;
-                len += 1;
-            }
+        match *self {
+            ClientAddr::Known(address) => with_ip_text(address, f),
+            ClientAddr::Unresolved { .. } => f(&self.to_string()),
         }
-        f(std::str::from_utf8(&text[..len]).expect("ASCII digits and dots"))
     }
 }
 

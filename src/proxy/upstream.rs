@@ -30,6 +30,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use crate::access::Networks;
 use crate::config::ProxySettings;
 use crate::telemetry;
+use crate::util::with_ip_text;
 
 /// Idle pooled connections are closed after this long; below common upstream keep-alive
 /// timeouts would be ideal, but the upstream closing first is handled (the request is retried
@@ -199,11 +200,9 @@ fn append_to_list(headers: &mut HeaderMap, name: HeaderName, item: &str) {
 /// Appends the peer to `X-Forwarded-For` (a list that trusted proxies before us may have
 /// started).
 fn forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
-    append_to_list(
-        headers,
-        HeaderName::from_static("x-forwarded-for"),
-        &ip_text(peer),
-    );
+    with_ip_text(peer, |peer| {
+        append_to_list(headers, HeaderName::from_static("x-forwarded-for"), peer);
+    });
 }
 
 /// The scheme and authority of the upstream URL `base` (its trailing slash trimmed), when it has
@@ -235,28 +234,6 @@ fn upstream_uri(
     format!("{base}{path_and_query}")
         .parse::<Uri>()
         .map_err(|e| format!("cannot build the upstream URI: {e}"))
-}
-
-/// `ip` as `Display` writes it; an IPv4 address without the formatting machinery, since every
-/// keyed request writes its peer's.
-fn ip_text(ip: IpAddr) -> String {
-    let IpAddr::V4(v4) = ip else {
-        return ip.to_string();
-    };
-    let mut text = String::with_capacity(15);
-    for (i, octet) in v4.octets().into_iter().enumerate() {
-        if i > 0 {
-            text.push('.');
-        }
-        if octet >= 100 {
-            text.push(char::from(b'0' + octet / 100));
-        }
-        if octet >= 10 {
-            text.push(char::from(b'0' + octet / 10 % 10));
-        }
-        text.push(char::from(b'0' + octet % 10));
-    }
-    text
 }
 
 /// Appends the peer's element to `Forwarded` (RFC 7239: an IPv6 node quoted, in brackets).
@@ -337,21 +314,6 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ip_text_writes_what_display_writes() {
-        for octet in 0..=255u8 {
-            for ip in [
-                IpAddr::from([octet, 0, 9, 10]),
-                IpAddr::from([99, octet, 100, 255]),
-                IpAddr::from([1, 20, octet, octet]),
-            ] {
-                assert_eq!(ip_text(ip), ip.to_string());
-            }
-        }
-        let v6: IpAddr = "2001:db8::1".parse().unwrap();
-        assert_eq!(ip_text(v6), "2001:db8::1");
-    }
 
     #[test]
     fn the_upstream_uri_is_the_base_then_the_path_and_query() {

@@ -41,8 +41,8 @@ impl fmt::Display for ClientAddr {
 }
 
 impl ClientAddr {
-    /// Calls `f` with the address as `Display` writes it; a known client without an allocation
-    /// or `fmt`'s machinery (each request's log line names it).
+    /// Calls `f` with the address as `Display` writes it; a known IPv4 client, the common case,
+    /// without an allocation or `fmt`'s machinery (each request's log line names it).
     pub fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
         match *self {
             ClientAddr::Known(address) => with_ip_text(address, f),

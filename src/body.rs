@@ -108,12 +108,17 @@ impl BodyReader {
         }
         self.gauges.reading.increment(1.0);
         let _reading = scopeguard(|| self.gauges.reading.decrement(1.0));
-        tokio::time::timeout(self.timeout, self.collect(body))
+        tokio::time::timeout(self.timeout, self.collect(body, declared))
             .await
             .unwrap_or(Err(BodyError::TimedOut(self.timeout)))
     }
 
-    async fn collect(&self, mut body: Body) -> Result<ReceivedBody, BodyError> {
+    /// `declared`: the request's `Content-Length`, already checked against the limit.
+    async fn collect(
+        &self,
+        mut body: Body,
+        declared: Option<u64>,
+    ) -> Result<ReceivedBody, BodyError> {
         let mut bytes = BytesMut::new();
         let mut memory = Charge {
             permit: None,
@@ -134,6 +139,18 @@ impl BodyReader {
                 .try_acquire_many_owned(size)
                 .map_err(|_| BodyError::MemoryFull)?;
             memory.add(charged);
+            if bytes.capacity() == 0 {
+                // A body with a declared length gets a buffer of that length with its first
+                // bytes. Grown by doubling instead, each body would leave its outgrown buffers
+                // with the allocator, about its own size again, which the budget does not count.
+                // The budget still counts what arrived, and so does the process's memory: a page
+                // of the buffer takes memory when the body's bytes are written to it. A large
+                // buffer goes back to the system when it is freed (jemalloc's oversize arena,
+                // .cargo/config.toml). Both together keep a flood of large bodies near
+                // `body_memory_limit` (tests/it/hostile_http/body_memory.rs, bench/body-flood).
+                let size = declared.map_or(data.len(), |n| (n as usize).max(data.len()));
+                bytes.reserve(size);
+            }
             bytes.extend_from_slice(&data);
         }
         Ok(ReceivedBody {

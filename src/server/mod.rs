@@ -306,6 +306,13 @@ struct Served {
     count_refused: bool,
 }
 
+/// The most a connection's read buffer grows to; hyper's default is about 400 KiB. hyper grows
+/// it while a client sends faster than it is read, and it is not part of
+/// `server.body_memory_limit`: this bounds what each connection can hold beside its body. 96 KiB
+/// still takes a head with a URI as long as hyper allows (64 KiB; a longer one is answered 414),
+/// and a larger head is answered 431.
+const READ_BUFFER_MAX: usize = 96 * 1024;
+
 /// Accepts connections on one listener until `stopped` turns true, serving each with its router;
 /// the peer's address reaches handlers as `ConnectInfo`.
 fn accept_loop(
@@ -347,6 +354,7 @@ fn accept_loop(
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout)
+                .max_buf_size(READ_BUFFER_MAX)
                 .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
             let connection = graceful.watch(connection);
             let counted = served.count_refused.then(|| Arc::clone(&app));

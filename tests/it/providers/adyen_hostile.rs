@@ -152,19 +152,6 @@ both_backends!(
     a_mixed_batch_is_a_forwarded_request,
 );
 
-/// Peak and current resident memory of a process, in KiB.
-fn memory_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap()
-    };
-    (field("VmHWM:"), field("VmRSS:"))
-}
-
 /// One captured item copied 1000 times under a 256 KiB batch-level `live` (a 530 KiB request),
 /// then the same copies with a valid `live`: each is refused with nothing written, and neither
 /// may grow the daemon by more than a small multiple of its size. A batch at the cap is taken.
@@ -192,16 +179,17 @@ async fn a_hostile_batch_neither_amplifies_memory_nor_writes() {
             .body(body);
         async move { request.send().await.unwrap().status().as_u16() }
     };
-    let (peak_before, _) = memory_kib(daemon.child.id());
+    let peak_before = daemon.resident().peak;
     let huge_live = format!("\"{}\"", "t".repeat(256 * 1024));
     let hostile = send(huge_live, 1000).await;
     let over_cap = send("\"false\"".to_owned(), 1000).await;
     let at_cap = send("\"false\"".to_owned(), 100).await;
-    let (peak_after, rss_after) = memory_kib(daemon.child.id());
-    let growth_mib = (peak_after - peak_before) / 1024;
+    let after = daemon.resident();
+    let growth_mib = (after.peak - peak_before) >> 20;
     assert!(
         growth_mib < 64,
-        "peak RSS grew by {growth_mib} MiB (now {rss_after} KiB resident)"
+        "peak RSS grew by {growth_mib} MiB (now {} KiB resident)",
+        after.now >> 10
     );
     assert_eq!((hostile, over_cap, at_cap), (400, 400, 200));
     assert_eq!(redis.dbsize(), 2, "one record and one stream");

@@ -7,6 +7,13 @@ use super::binary::BIN;
 use super::redis::free_port;
 use super::{eventually, metrics};
 
+/// A process's resident memory, in bytes ([`Daemon::resident`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Resident {
+    pub now: u64,
+    pub peak: u64,
+}
+
 /// A daemon process with its logs captured to a file.
 pub struct Daemon {
     pub child: Child,
@@ -115,6 +122,31 @@ impl Daemon {
             .status()
             .unwrap();
         assert!(status.success());
+    }
+
+    /// The process's resident memory now and at its peak (`VmRSS`, `VmHWM` of `/proc/PID/status`),
+    /// in bytes.
+    pub fn resident(&self) -> Resident {
+        let pid = self.child.id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix(name))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+                .unwrap_or_else(|| panic!("{name} in /proc/{pid}/status"))
+                * 1024
+        };
+        Resident {
+            now: field("VmRSS:"),
+            peak: field("VmHWM:"),
+        }
     }
 
     pub fn logs(&self) -> String {

@@ -144,8 +144,7 @@ impl BodyReader {
                 // bytes. Grown by doubling instead, each body would leave its outgrown buffers
                 // with the allocator, about its own size again, which the budget does not count.
                 // The budget still counts what arrived, and so does the process's memory: a page
-                // of the buffer takes memory when the body's bytes are written to it. Under a
-                // flood of large bodies the process stays below twice `body_memory_limit`
+                // of the buffer takes memory when the body's bytes are written to it
                 // (tests/it/hostile_http/body_memory.rs, bench/body-flood).
                 let size = declared.map_or(data.len(), |n| (n as usize).max(data.len()));
                 bytes.reserve(size);

@@ -1,5 +1,7 @@
-//! A flood of large bodies against the real binary and the allocator the image ships: at its
-//! peak the process holds less than twice `server.body_memory_limit` above its memory at rest.
+//! A flood of large bodies against the real binary and the allocator the image ships, some of
+//! them refused by `server.body_memory_limit`: at its peak the process holds less than 1.75 times
+//! the budget above its memory at rest. (Floods with many more refusals go higher, up to about
+//! three times: docs/deploy.md sizes a container for that.)
 
 use std::sync::Arc;
 
@@ -91,10 +93,6 @@ async fn a_flood_of_large_bodies_holds_less_than_twice_the_budget() {
     // buffers were sized from Content-Length, each body also left the buffers it had outgrown
     // with the allocator: 60–72 MiB.
     let over = daemon.resident().peak.saturating_sub(before);
-    eprintln!(
-        "DIAG peak over {} MiB, {verified} verified, {refused} refused",
-        over / MIB
-    );
     assert!(
         over <= BUDGET * 7 / 4,
         "peak resident memory {} MiB above the start, budget {} MiB",

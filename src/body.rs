@@ -119,7 +119,7 @@ impl BodyReader {
         mut body: Body,
         declared: Option<u64>,
     ) -> Result<ReceivedBody, BodyError> {
-        let mut bytes = BytesMut::new();
+        let mut bytes = Pieces::new(declared);
         let mut memory = Charge {
             permit: None,
             gauge: self.gauges.memory_bytes.clone(),
@@ -139,22 +139,85 @@ impl BodyReader {
                 .try_acquire_many_owned(size)
                 .map_err(|_| BodyError::MemoryFull)?;
             memory.add(charged);
-            if bytes.capacity() == 0 {
-                // A body with a declared length gets a buffer of that length with its first
-                // bytes. Grown by doubling instead, each body would leave its outgrown buffers
-                // with the allocator, about its own size again, which the budget does not count.
-                // The budget still counts what arrived, and so does the process's memory: a page
-                // of the buffer takes memory when the body's bytes are written to it
-                // (tests/it/hostile_http/body_memory.rs, bench/body-flood).
-                let size = declared.map_or(data.len(), |n| (n as usize).max(data.len()));
-                bytes.reserve(size);
-            }
-            bytes.extend_from_slice(&data);
+            bytes.extend(&data);
         }
         Ok(ReceivedBody {
-            bytes: bytes.freeze(),
+            bytes: bytes.finish(),
             _memory: memory,
         })
+    }
+}
+
+/// Bytes of the largest piece a body is received in ([`Pieces`]).
+const PIECE: usize = 64 * 1024;
+
+/// A body being received: in pieces of at most [`PIECE`] bytes, each filled before the next is
+/// taken, joined into one buffer when the body is complete. A body of one piece (a declared
+/// length up to `PIECE`, nearly every webhook) is received into one buffer of its length and
+/// never copied again.
+///
+/// Why not one buffer of the declared length, taken with the body's first bytes: then every body
+/// of a flood has its buffer from the start, and a page of it takes memory as the body's bytes
+/// are written there. A body refused (`body_memory_limit`) or cut off (its client gone) frees what
+/// it had received, but the bodies that go on write into the buffers they already have, and that
+/// memory goes unused: the process held about what all the bodies had received together, up to
+/// three times the budget. A piece is taken when bytes arrive for it, so it takes the memory a
+/// refused body let go. What the budget does not count is a piece partly filled per body being
+/// received and the whole buffers being joined (tests/it/hostile_http/body_memory.rs,
+/// bench/body-flood, BENCHMARKS.md).
+struct Pieces {
+    declared: Option<u64>,
+    full: Vec<Bytes>,
+    current: BytesMut,
+    len: usize,
+}
+
+impl Pieces {
+    fn new(declared: Option<u64>) -> Self {
+        Self {
+            declared,
+            full: Vec::new(),
+            current: BytesMut::new(),
+            len: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn extend(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            if self.current.len() == self.current.capacity() {
+                if !self.current.is_empty() {
+                    self.full.push(std::mem::take(&mut self.current).freeze());
+                }
+                // What is left of a declared length, so that a body of one piece is a buffer of
+                // its own length; hyper ends a body that would outgrow it.
+                let left = self.declared.map_or(PIECE, |n| {
+                    usize::try_from(n).map_or(PIECE, |n| n.saturating_sub(self.len))
+                });
+                self.current.reserve(left.clamp(1, PIECE));
+            }
+            let room = self.current.capacity() - self.current.len();
+            let (now, rest) = data.split_at(room.min(data.len()));
+            self.current.extend_from_slice(now);
+            self.len += now.len();
+            data = rest;
+        }
+    }
+
+    /// The whole body, in one buffer.
+    fn finish(self) -> Bytes {
+        if self.full.is_empty() {
+            return self.current.freeze();
+        }
+        let mut whole = BytesMut::with_capacity(self.len);
+        for piece in self.full {
+            whole.extend_from_slice(&piece);
+        }
+        whole.extend_from_slice(&self.current);
+        whole.freeze()
     }
 }
 
@@ -175,4 +238,37 @@ fn classify(error: axum::Error) -> BodyError {
         cause = inner.source();
     }
     BodyError::Aborted(error)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::property::check;
+
+    /// Whatever the chunks and whether the length is declared, the body comes out as sent; every
+    /// piece but the last is full, and a body of one piece is one buffer of its own length.
+    #[test]
+    fn pieces_join_into_the_body_as_sent() {
+        let chunks = prop::collection::vec(1usize..40_000, 0..12);
+        check(256, (chunks, any::<bool>()), |(chunks, declare)| {
+            let total: usize = chunks.iter().sum();
+            let body: Vec<u8> = (0..total).map(|i| (i % 251) as u8).collect();
+            let mut pieces = Pieces::new(declare.then_some(total as u64));
+            let mut at = 0;
+            for size in chunks {
+                pieces.extend(&body[at..at + size]);
+                at += size;
+                prop_assert_eq!(pieces.len(), at);
+            }
+            prop_assert!(pieces.full.iter().all(|piece| piece.len() == PIECE));
+            if declare && total <= PIECE {
+                prop_assert!(pieces.full.is_empty());
+                prop_assert_eq!(pieces.current.capacity(), total);
+            }
+            prop_assert_eq!(&pieces.finish()[..], &body[..]);
+            Ok(())
+        });
+    }
 }

@@ -151,6 +151,10 @@ impl BodyReader {
 /// Bytes of the largest piece a body is received in ([`Pieces`]).
 const PIECE: usize = 64 * 1024;
 
+/// Bytes of the first piece of a body whose length is not declared, unless its first chunk is
+/// larger.
+const FIRST_UNDECLARED: usize = 4 * 1024;
+
 /// A body being received: in pieces of at most [`PIECE`] bytes, each filled before the next is
 /// taken, joined into one buffer when the body is complete. A body of one piece (a declared
 /// length up to `PIECE`, nearly every webhook) is received into one buffer of its length and
@@ -193,11 +197,14 @@ impl Pieces {
                     self.full.push(std::mem::take(&mut self.current).freeze());
                 }
                 // What is left of a declared length, so that a body of one piece is a buffer of
-                // its own length; hyper ends a body that would outgrow it.
-                let left = self.declared.map_or(PIECE, |n| {
-                    usize::try_from(n).map_or(PIECE, |n| n.saturating_sub(self.len))
-                });
-                self.current.reserve(left.clamp(1, PIECE));
+                // its own length (hyper ends a body that would outgrow it). Without one (chunked
+                // framing), about what has arrived so far, from 4 KiB: a small body stays small,
+                // and a long one trickled in byte by byte still makes few pieces.
+                let next = match self.declared.and_then(|n| usize::try_from(n).ok()) {
+                    Some(declared) => declared.saturating_sub(self.len),
+                    None => self.len.max(data.len()).max(FIRST_UNDECLARED),
+                };
+                self.current.reserve(next.clamp(1, PIECE));
             }
             let room = self.current.capacity() - self.current.len();
             let (now, rest) = data.split_at(room.min(data.len()));
@@ -247,8 +254,9 @@ mod tests {
     use super::*;
     use crate::property::check;
 
-    /// Whatever the chunks and whether the length is declared, the body comes out as sent; every
-    /// piece but the last is full, and a body of one piece is one buffer of its own length.
+    /// Whatever the chunks and whether the length is declared, the body comes out as sent; a
+    /// declared body's pieces are full but the last, and a body of one piece is one buffer of its
+    /// own length; an undeclared body's pieces grow with it.
     #[test]
     fn pieces_join_into_the_body_as_sent() {
         let chunks = prop::collection::vec(1usize..40_000, 0..12);
@@ -262,10 +270,19 @@ mod tests {
                 at += size;
                 prop_assert_eq!(pieces.len(), at);
             }
-            prop_assert!(pieces.full.iter().all(|piece| piece.len() == PIECE));
+            if declare {
+                prop_assert!(pieces.full.iter().all(|piece| piece.len() == PIECE));
+            } else {
+                prop_assert!(pieces.full.iter().all(|piece| piece.len() <= PIECE));
+                // Each piece about what came before it: few pieces for a long body.
+                prop_assert!(pieces.full.len() <= 5 + total / PIECE);
+            }
             if declare && total <= PIECE {
                 prop_assert!(pieces.full.is_empty());
                 prop_assert_eq!(pieces.current.capacity(), total);
+            }
+            if !declare && total <= FIRST_UNDECLARED {
+                prop_assert!(pieces.current.capacity() <= FIRST_UNDECLARED);
             }
             prop_assert_eq!(&pieces.finish()[..], &body[..]);
             Ok(())

@@ -1,6 +1,9 @@
 //! The behavioural suite (docs/design.md, "Outcomes and status codes"), run against a real
 //! redis-server and the memory store alike.
 
+use std::time::Duration;
+
+use crate::support::http::{read_head, send_body_slowly, Framing};
 use crate::support::metrics::{DUPLICATE_HITS, EVENTS, HTTP_REQUESTS};
 use crate::support::settings::{secs, source, ByteSize, SourceSettings};
 use crate::support::{
@@ -304,6 +307,47 @@ async fn health_and_readiness(backend: Backend) {
     assert!(metrics.contains("hookonce_build_info{version=\""));
 }
 
+/// A body of many pieces (over 64 KiB) is forwarded exactly as it was sent, with a declared
+/// length or chunked, in writes that do not line up with the pieces.
+async fn large_bodies_are_forwarded_whole_in_either_framing(backend: Backend) {
+    let t = TestApp::start(backend).await;
+    let addr = t.addr;
+    for (n, framing) in [Framing::Length, Framing::Chunked].into_iter().enumerate() {
+        // Every 9 bytes differ from the others, so that a piece out of place would show.
+        let mut body = format!(r#"{{"id":"evt_large_{n}","type":"charge.succeeded","data":""#);
+        for i in 0..33_000 {
+            body.push_str(&format!("{i:08},"));
+        }
+        body.push_str(r#""}"#);
+        let body = body.into_bytes();
+        let signed = t.sign("stripe", &body, &now());
+        let headers: Vec<(&str, &str)> = signed
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        let mut stream = send_body_slowly(
+            addr,
+            "/webhooks/stripe",
+            &headers,
+            framing,
+            &body,
+            7_001,
+            Duration::ZERO,
+        )
+        .await
+        .unwrap();
+        let head = read_head(&mut stream).await.unwrap();
+        assert!(head.starts_with("HTTP/1.1 200 "), "{framing:?}: {head}");
+        let entries = t.entries("stripe");
+        assert_eq!(entries.len(), n + 1, "{framing:?}");
+        assert_eq!(entries[n].0, format!("evt_large_{n}"));
+        assert!(
+            entries[n].1 == body,
+            "{framing:?}: the body forwarded differs"
+        );
+    }
+}
+
 both_backends!(
     forwarded_then_duplicate_replays_the_first_ack,
     a_stripe_retry_with_another_pending_webhooks_count_is_a_duplicate,
@@ -314,6 +358,7 @@ both_backends!(
     header_carried_ids_deduplicate_across_resigned_retries,
     records_expire_after_the_dedup_ttl,
     health_and_readiness,
+    large_bodies_are_forwarded_whole_in_either_framing,
 );
 
 mod memory_only {

@@ -109,10 +109,24 @@ pub async fn send_slowly(
     chunk: usize,
     pause: Duration,
 ) -> std::io::Result<TcpStream> {
+    let body = vec![b'x'; total];
+    send_body_slowly(addr, path, headers, framing, &body, chunk, pause).await
+}
+
+/// [`send_slowly`] with the body's bytes given.
+pub async fn send_body_slowly(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    framing: Framing,
+    body: &[u8],
+    chunk: usize,
+    pause: Duration,
+) -> std::io::Result<TcpStream> {
     let mut stream = TcpStream::connect(addr).await?;
     let mut head = format!("POST {path} HTTP/1.1\r\nHost: test\r\n");
     match framing {
-        Framing::Length => head.push_str(&format!("Content-Length: {total}\r\n")),
+        Framing::Length => head.push_str(&format!("Content-Length: {}\r\n", body.len())),
         Framing::Chunked => head.push_str("Transfer-Encoding: chunked\r\n"),
     }
     for (name, value) in headers {
@@ -120,18 +134,16 @@ pub async fn send_slowly(
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).await?;
-    let data = vec![b'x'; chunk];
-    let mut sent = 0;
-    while sent < total {
-        let n = chunk.min(total - sent);
+    for data in body.chunks(chunk) {
         if framing == Framing::Chunked {
-            stream.write_all(format!("{n:x}\r\n").as_bytes()).await?;
+            stream
+                .write_all(format!("{:x}\r\n", data.len()).as_bytes())
+                .await?;
         }
-        stream.write_all(&data[..n]).await?;
+        stream.write_all(data).await?;
         if framing == Framing::Chunked {
             stream.write_all(b"\r\n").await?;
         }
-        sent += n;
         tokio::time::sleep(pause).await;
     }
     if framing == Framing::Chunked {

@@ -21,6 +21,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::ServerSettings;
 use crate::metrics::BodyGauges;
+use crate::timer::within_once_waiting;
 use crate::util::scopeguard;
 
 /// Reads bodies for every connection; shares the memory budget between them.
@@ -90,7 +91,8 @@ impl BodyReader {
         )
     }
 
-    /// `timeout` is the body's deadline counted from its headers; `memory` is in bytes.
+    /// `timeout` is the body's deadline, counted from the first wait for its bytes (right
+    /// after its headers); `memory` is in bytes.
     pub fn new(limit: usize, timeout: Duration, memory: usize, gauges: BodyGauges) -> Self {
         Self {
             limit,
@@ -108,7 +110,8 @@ impl BodyReader {
         }
         self.gauges.reading.increment(1.0);
         let _reading = scopeguard(|| self.gauges.reading.decrement(1.0));
-        tokio::time::timeout(self.timeout, self.collect(body, declared))
+        // Nearly every webhook's body is in with its headers: no timer then.
+        within_once_waiting(self.timeout, self.collect(body, declared))
             .await
             .unwrap_or(Err(BodyError::TimedOut(self.timeout)))
     }

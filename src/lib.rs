@@ -27,6 +27,8 @@
 //! - [`metrics`]: every metric name in one place; [`outcome`]: the outcomes of a delivery.
 //! - [`provider_defaults`]: each provider's default dedup window and body dedup, below the fronts.
 //! - [`signing`]: the keyed MACs and the Standard Webhooks signer both the front and the relay use.
+//! - [`timer`]: a connection's timers (hyper's header-read timer, its requests' deadlines),
+//!   kept from request to request.
 //! - [`util`]: a boxed future type and the wall clock.
 
 pub mod access;
@@ -51,5 +53,6 @@ pub mod signing;
 pub mod sinks;
 pub mod store;
 pub mod telemetry;
+pub mod timer;
 pub mod util;
 pub mod webhooks;

@@ -385,8 +385,9 @@ impl Runner for ScriptRunner {
         })
     }
 
-    /// A lone request's call runs in its own task inside `forward_all`, under the same store
-    /// deadline started earlier: a second timer around the call would never fire first.
+    /// A lone request's call runs in its own task inside `forward_all`, under the store deadline
+    /// its caller keeps around `forward_all` (`Forwarder::bound`): a second timer around the
+    /// call would never fire first.
     fn run_in_caller<'a>(
         &'a self,
         lane: &'a Stream,
@@ -456,8 +457,8 @@ impl Forwarder for RedisForwarder {
         &'a self,
         deliveries: &'a [Delivery<'a>],
     ) -> BoxFuture<'a, Result<Vec<Forwarded>, ForwardError>> {
-        let timeout = self.coalescer.runner().deadline();
-        Box::pin(within(timeout, self.run(deliveries)))
+        // Unbounded here: the caller keeps it within `bound` (see `Forwarder::forward_all`).
+        Box::pin(self.run(deliveries))
     }
 
     fn bound(&self) -> Option<Duration> {

@@ -67,6 +67,11 @@ pub trait Forwarder: Send + Sync + 'static {
     /// Deduplicates the events of one request (all of one source) and puts the new ones in the
     /// queue: one answer per event, in order. All or nothing: when any event is a mismatch or in
     /// flight, no event is written and the new ones are [`Forwarded::Withheld`].
+    ///
+    /// The caller keeps the call within [`Forwarder::bound`] when there is one, and answers a
+    /// call that runs out of it as a store timeout ([`within`] does): the forwarder sets no
+    /// timer of its own, so that a caller with a timer at hand (the webhook front's, one per
+    /// connection) pays for no second one.
     fn forward_all<'a>(
         &'a self,
         deliveries: &'a [Delivery<'a>],
@@ -79,16 +84,20 @@ pub trait Forwarder: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Forwarded, ForwardError>> {
         Box::pin(async move {
             let one = [delivery];
-            let mut answers = self.forward_all(&one).await?;
+            let forwarding = self.forward_all(&one);
+            let mut answers = match self.bound() {
+                Some(bound) => within(bound, forwarding).await?,
+                None => forwarding.await?,
+            };
             answers
                 .pop()
                 .ok_or_else(|| StoreError::Protocol("no answer for the event".to_owned()).into())
         })
     }
 
-    /// The longest [`Forwarder::forward_all`] can take, when its own deadline bounds it (a
-    /// store call under `store.timeout`): a caller whose deadline is later needs no timer of its
-    /// own around it. `None`: unbounded here (two-phase sinks, whose steps have deadlines each).
+    /// The longest [`Forwarder::forward_all`] may take (a store call under `store.timeout`, and
+    /// the wait for replicas), which its caller applies. `None`: no bound beyond the caller's
+    /// own deadline (two-phase sinks, whose steps have deadlines each).
     fn bound(&self) -> Option<Duration> {
         None
     }

@@ -38,7 +38,7 @@ use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -48,6 +48,7 @@ use tower::ServiceExt;
 use crate::app::App;
 use crate::config::Settings;
 use crate::proxy::Proxy;
+use crate::timer::{HeadTimer, RequestTimer};
 
 /// The routes of the webhook listener.
 pub fn router(app: Arc<App>) -> Router {
@@ -75,10 +76,14 @@ async fn webhook(
 ) -> Response {
     // A name that does not decode (`/webhooks/%FF`) names no configured source.
     let source = source.map(|Path(name)| name).unwrap_or_default();
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    let timer = parts
+        .extensions
+        .remove::<RequestTimer>()
+        .unwrap_or_default();
     let received = match app
         .ingest
-        .receive(source, peer.ip(), parts.headers, body)
+        .receive(source, peer.ip(), parts.headers, body, timer)
         .await
     {
         Ok(received) => received,
@@ -239,8 +244,8 @@ impl Listeners {
 /// `server.shutdown_timeout` and returns.
 pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Output = ()>) {
     let drain = app.settings.server.shutdown_timeout.0;
-    // Only the webhook listener's refusals are counted: `/metrics` is not a webhook route, and
-    // a proxy counts its own requests.
+    // Only the webhook listener's refusals are counted (`/metrics` is not a webhook route, and
+    // a proxy counts its own requests), and only its requests carry a `RequestTimer`.
     let mut served = vec![
         (listeners.http, router(Arc::clone(&app)), true),
         (listeners.metrics, metrics_router(Arc::clone(&app)), false),
@@ -263,12 +268,9 @@ pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Outp
     let graceful = Arc::new(GracefulShutdown::new());
     let (stop, stopped) = watch::channel(false);
     let mut loops = tokio::task::JoinSet::new();
-    for (listener, router, count_refused) in served {
+    for (listener, router, webhooks) in served {
         let graceful = Arc::clone(&graceful);
-        let served = Served {
-            router,
-            count_refused,
-        };
+        let served = Served { router, webhooks };
         loops.spawn(accept_loop(
             Arc::clone(&app),
             listener,
@@ -303,7 +305,9 @@ pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Outp
 /// What one listener serves: its router, and whether the requests hyper refuses on it are counted.
 struct Served {
     router: Router,
-    count_refused: bool,
+    /// The webhook listener: the requests hyper refuses on it are counted, and each request
+    /// carries its connection's [`RequestTimer`].
+    webhooks: bool,
 }
 
 /// The most a connection's read buffer grows to; hyper's default is about 400 KiB. hyper grows
@@ -314,7 +318,8 @@ struct Served {
 const READ_BUFFER_MAX: usize = 96 * 1024;
 
 /// Accepts connections on one listener until `stopped` turns true, serving each with its router;
-/// the peer's address reaches handlers as `ConnectInfo`.
+/// the peer's address reaches handlers as `ConnectInfo`, and on the webhook listener the
+/// connection's [`RequestTimer`] as an extension of its own.
 fn accept_loop(
     app: Arc<App>,
     listener: TcpListener,
@@ -341,9 +346,13 @@ fn accept_loop(
                 }
             };
             let _ = stream.set_nodelay(true);
+            let timer = served.webhooks.then(RequestTimer::default);
             let service = served.router.clone().map_request(
                 move |mut request: Request<hyper::body::Incoming>| {
                     request.extensions_mut().insert(ConnectInfo(peer));
+                    if let Some(timer) = &timer {
+                        request.extensions_mut().insert(timer.clone());
+                    }
                     let expects_continue = request
                         .headers()
                         .get(axum::http::header::EXPECT)
@@ -352,12 +361,12 @@ fn accept_loop(
                 },
             );
             let connection = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
+                .timer(HeadTimer::default())
                 .header_read_timeout(header_timeout)
                 .max_buf_size(READ_BUFFER_MAX)
                 .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
             let connection = graceful.watch(connection);
-            let counted = served.count_refused.then(|| Arc::clone(&app));
+            let counted = served.webhooks.then(|| Arc::clone(&app));
             tokio::spawn(async move {
                 if let (Err(error), Some(app)) = (connection.await, counted) {
                     if let Some(status) = refused_status(&error) {

@@ -29,7 +29,9 @@ use crate::body::{BodyError, BodyReader, ReceivedBody};
 use crate::forward::{Delivery, Forwarded, Forwarder, Target};
 use crate::metrics::{Metrics, SourceMetrics, UNKNOWN_SOURCE};
 use crate::outcome::Outcome;
+use crate::store::StoreError;
 use crate::telemetry;
+use crate::timer::RequestTimer;
 use crate::util::{error_chain, unix_ms, FastMap};
 use crate::webhooks::providers::{RawRequest, Verified, VerifiedEvent, VerifyError};
 
@@ -57,6 +59,8 @@ pub struct Received {
     headers: HeaderMap,
     body: ReceivedBody,
     started: Instant,
+    /// The deadline timer of the request's connection.
+    timer: RequestTimer,
 }
 
 impl Ingest {
@@ -118,6 +122,7 @@ impl Ingest {
         peer: IpAddr,
         headers: HeaderMap,
         body: Body,
+        timer: RequestTimer,
     ) -> Result<Received, Response> {
         let started = Instant::now();
         let gate = self.gate.load();
@@ -144,6 +149,7 @@ impl Ingest {
                 headers,
                 body,
                 started,
+                timer,
             }),
             Err(error) => {
                 let reply = Reply::rejected(body_outcome(&error), error_chain(&error));
@@ -268,18 +274,8 @@ impl Ingest {
             let detail = format!("over sources.{}.rate_limit", received.source);
             return Reply::limited(wait, detail);
         }
-        let content_type = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok());
-        self.forward_events(
-            source,
-            live,
-            &events,
-            received_at_ms,
-            content_type,
-            deadline,
-        )
-        .await
+        self.forward_events(source, live, &events, received_at_ms, received, deadline)
+            .await
     }
 
     /// Forwards every event of one verified request in one forwarder call, answered by
@@ -291,9 +287,13 @@ impl Ingest {
         live: &LiveSource,
         events: &[VerifiedEvent],
         received_at_ms: u64,
-        content_type: Option<&str>,
+        received: &Received,
         deadline: Instant,
     ) -> Reply {
+        let content_type = received
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
         let deliveries: Vec<Delivery<'_>> = events
             .iter()
             .map(|event| Delivery {
@@ -305,14 +305,16 @@ impl Ingest {
             .collect();
         let started = Instant::now();
         let forwarding = self.forwarder.forward_all(&deliveries);
-        // A forwarder whose own deadline ends first needs no second timer: one timer less per
-        // request on the hot path (each is a registration in the runtime's timer wheel).
-        let result = match self.forwarder.bound() {
-            Some(bound) if started + bound < deadline => forwarding.await,
-            _ => match tokio::time::timeout_at(deadline.into(), forwarding).await {
-                Ok(result) => result,
-                Err(_) => return Reply::rejected(Outcome::Unavailable, "request timed out"),
-            },
+        // One timer, the connection's: the forwarder's bound when it ends first (running out of
+        // it is the store's timeout), else the request's deadline.
+        let (until, bound) = match self.forwarder.bound() {
+            Some(bound) if started + bound < deadline => (started + bound, Some(bound)),
+            _ => (deadline, None),
+        };
+        let result = match (received.timer.within(until, forwarding).await, bound) {
+            (Some(result), _) => result,
+            (None, Some(bound)) => Err(StoreError::Timeout(bound).into()),
+            (None, None) => return Reply::rejected(Outcome::Unavailable, "request timed out"),
         };
         self.forward_latency.record(started.elapsed().as_secs_f64());
         let (outcomes, detail) = match &result {

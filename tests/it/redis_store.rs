@@ -288,6 +288,8 @@ async fn a_stalled_redis_answers_503_within_the_store_timeout_then_recovers() {
 /// The request's own deadline holds where it ends before the store's: the script call stalls in
 /// Redis, and the answer is 503 at `server.request_timeout`, not at `store.timeout`. The call
 /// itself was sent, so it still writes the event once Redis goes on: the retry is a duplicate.
+/// A request before it on the same connection had its own deadline on the connection's one
+/// timer, which the stalled request's deadline then moved.
 #[tokio::test]
 async fn a_request_timeout_before_the_store_timeout_answers_503_at_the_request_timeout() {
     let t = TestApp::builder(Backend::Redis)
@@ -295,6 +297,8 @@ async fn a_request_timeout_before_the_store_timeout_answers_503_at_the_request_t
         .server(|s| s.request_timeout = ms(300))
         .start()
         .await;
+    let before = t.deliver("github", b"{}", &with_id("before")).await;
+    assert_eq!(before.status(), 200);
     let mut admin = t.redis.as_ref().unwrap().connection();
     pause_writers(&mut admin);
     let started = Instant::now();
@@ -309,7 +313,7 @@ async fn a_request_timeout_before_the_store_timeout_answers_503_at_the_request_t
     let retry = t.deliver("github", b"{}", &with_id("held")).await;
     assert_eq!(retry.status(), 200);
     assert_eq!(retry.headers()["idempotency-replayed"], "true");
-    assert_eq!(t.entries("github").len(), 1);
+    assert_eq!(t.entries("github").len(), 2);
 }
 
 #[tokio::test]

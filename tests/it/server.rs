@@ -83,6 +83,48 @@ async fn a_client_that_trickles_its_headers_is_disconnected() {
     assert!(started.elapsed() >= Duration::from_millis(250));
 }
 
+/// The header-read timer is the connection's, kept from head to head: each head has its own
+/// deadline. Heads that come within it are answered however long the connection lives, and a
+/// head that stalls later on is still cut off.
+#[tokio::test]
+async fn a_keep_alive_connection_gives_every_head_its_own_deadline() {
+    let t = TestApp::builder(Backend::Memory)
+        .server(|s| s.header_read_timeout = ms(300))
+        .start()
+        .await;
+    let mut stream = tokio::net::TcpStream::connect(t.addr).await.unwrap();
+    let mut buffer = [0u8; 4096];
+    // Five heads, 200 ms apart: 1 s on one connection, each head within its own 300 ms.
+    for round in 0..5 {
+        if round > 0 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+            .await
+            .unwrap();
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer))
+            .await
+            .expect("answered within 5s")
+            .unwrap();
+        let text = String::from_utf8_lossy(&buffer[..n]);
+        assert!(text.starts_with("HTTP/1.1 200"), "head {round}: {text:?}");
+    }
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer))
+        .await
+        .expect("connection closed within 5s");
+    if let Ok(n) = read {
+        let text = String::from_utf8_lossy(&buffer[..n]);
+        assert!(n == 0 || text.starts_with("HTTP/1.1 408"), "{text}");
+    }
+    assert!(started.elapsed() >= Duration::from_millis(250));
+}
+
 #[tokio::test]
 async fn wrong_method_and_unknown_paths_are_not_webhooks() {
     let t = TestApp::start(Backend::Memory).await;

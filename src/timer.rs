@@ -1,0 +1,267 @@
+//! A connection's timers, kept from request to request rather than made anew for each.
+//!
+//! A tokio `Sleep` that is polled before it fires is put in the runtime's timer wheel and taken
+//! out again when it is dropped: two operations on the wheel, under its lock, for every timer
+//! a request waits on. Two timers did that for every webhook delivery: hyper's header-read timer
+//! (`server.header_read_timeout`, which hyper starts each time it waits for a request head, an
+//! idle keep-alive connection's next head too) and the deadline of the forwarder's call.
+//!
+//! Each connection now keeps one `Sleep` for each: [`HeadTimer`], the `Timer` hyper is given,
+//! and [`RequestTimer`], which reaches the handler as a request extension. A dropped timer goes
+//! back to its connection's slot, and the next request's deadline, always later on one HTTP/1
+//! connection, only moves its expiry forward, which tokio does with one atomic update and no
+//! wheel operation: the wheel sees the entry again only when its old expiry comes round. Every
+//! deadline behaves as before: it fires at the time it names.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// A connection's one tokio timer of a kind, while nothing waits on it.
+#[derive(Clone, Default)]
+struct Slot(Arc<Mutex<Option<Pin<Box<tokio::time::Sleep>>>>>);
+
+impl Slot {
+    /// The slot's timer set to `deadline` (a new one when the slot is empty: the connection's
+    /// first, or another is held).
+    fn until(&self, deadline: Instant) -> Kept {
+        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let sleep = match kept {
+            Some(mut sleep) => {
+                sleep.as_mut().reset(deadline.into());
+                sleep
+            }
+            None => Box::pin(tokio::time::sleep_until(deadline.into())),
+        };
+        Kept {
+            sleep: Some(sleep),
+            slot: self.clone(),
+        }
+    }
+}
+
+/// A slot's timer while it is waited on; dropped, it goes back to the slot.
+struct Kept {
+    /// `Some` until dropped.
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    slot: Slot,
+}
+
+impl Kept {
+    fn reset(&mut self, deadline: Instant) {
+        if let Some(sleep) = &mut self.sleep {
+            sleep.as_mut().reset(deadline.into());
+        }
+    }
+}
+
+impl Future for Kept {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match &mut self.get_mut().sleep {
+            Some(sleep) => sleep.as_mut().poll(cx),
+            None => Poll::Ready(()),
+        }
+    }
+}
+
+impl hyper::rt::Sleep for Kept {}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        if let Some(sleep) = self.sleep.take() {
+            *self.slot.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(sleep);
+        }
+    }
+}
+
+/// The `hyper::rt::Timer` of one connection; give every connection its own.
+#[derive(Default)]
+pub struct HeadTimer {
+    slot: Slot,
+}
+
+impl hyper::rt::Timer for HeadTimer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        self.sleep_until(self.now() + duration)
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(self.slot.until(deadline))
+    }
+
+    fn now(&self) -> Instant {
+        tokio::time::Instant::now().into()
+    }
+
+    fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {
+        match sleep.as_mut().downcast_mut_pin::<Kept>() {
+            Some(kept) => kept.get_mut().reset(new_deadline),
+            None => *sleep = self.sleep_until(new_deadline),
+        }
+    }
+}
+
+/// The deadline timer of one connection's requests, one request at a time; cloned into each
+/// request's extensions. A request without one (not served by a connection of its own) can
+/// use a new one: it works the same, only without reuse.
+#[derive(Clone, Default)]
+pub struct RequestTimer {
+    slot: Slot,
+}
+
+impl RequestTimer {
+    /// `future`, answered `None` if `deadline` comes first. The future is polled first, so one
+    /// that is ready at once is never timed out.
+    pub fn within<F: Future + Unpin>(&self, deadline: Instant, future: F) -> Within<F> {
+        Within {
+            future,
+            timer: self.slot.until(deadline),
+        }
+    }
+}
+
+/// See [`RequestTimer::within`].
+pub struct Within<F> {
+    future: F,
+    timer: Kept,
+}
+
+impl<F: Future + Unpin> Future for Within<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Poll::Ready(output) = Pin::new(&mut this.future).poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        Pin::new(&mut this.timer).poll(cx).map(|()| None)
+    }
+}
+
+/// `future`, answered `None` if it is not done within `timeout` of its first wait. The timer is
+/// made only then: a future that is ready when first polled (a body that came whole with its
+/// headers) takes no clock reading and no timer at all.
+pub async fn within_once_waiting<F: Future>(timeout: Duration, future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let first = std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await;
+    match first {
+        Poll::Ready(output) => Some(output),
+        Poll::Pending => tokio::time::timeout(timeout, future).await.ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hyper::rt::{Sleep, Timer};
+
+    use super::*;
+
+    /// One tokio timer serves every head of a connection, and each head's deadline is its own.
+    #[tokio::test(start_paused = true)]
+    async fn one_timer_serves_every_head_with_its_own_deadline() {
+        let timer = HeadTimer::default();
+        let start = timer.now();
+        let mut first = timer.sleep_until(start + Duration::from_millis(100));
+        let first_address = timer_address(&mut first);
+        // Polled while the head is awaited: the timer is in the runtime's wheel.
+        let polled = tokio::time::timeout(Duration::ZERO, &mut first).await;
+        assert!(polled.is_err(), "not due yet");
+        drop(first);
+        // The next head's deadline is later: the kept timer moves to it and keeps its place.
+        tokio::time::advance(Duration::from_millis(80)).await;
+        let mut second = timer.sleep_until(timer.now() + Duration::from_millis(100));
+        assert_eq!(timer_address(&mut second), first_address);
+        tokio::time::advance(Duration::from_millis(80)).await;
+        let waited = tokio::time::Instant::now();
+        second.await;
+        // Not at the first deadline (100 ms from the start), at the second (180 ms).
+        assert_eq!(waited.elapsed(), Duration::from_millis(20));
+        // The timer went back to the slot when `second` was dropped, and still fires.
+        let third = timer.sleep(Duration::from_millis(50));
+        let waited = tokio::time::Instant::now();
+        third.await;
+        assert_eq!(waited.elapsed(), Duration::from_millis(50));
+    }
+
+    /// hyper's `reset` moves the timer it holds.
+    #[tokio::test(start_paused = true)]
+    async fn reset_moves_the_held_timer() {
+        let timer = HeadTimer::default();
+        let mut sleep = timer.sleep(Duration::from_millis(100));
+        timer.reset(&mut sleep, timer.now() + Duration::from_millis(300));
+        let waited = tokio::time::Instant::now();
+        sleep.await;
+        assert_eq!(waited.elapsed(), Duration::from_millis(300));
+    }
+
+    /// A request's deadline cuts what is not ready by then, answers what is, and the next
+    /// request's later deadline is its own although the timer is the same.
+    #[tokio::test(start_paused = true)]
+    async fn each_request_keeps_its_own_deadline() {
+        let timer = RequestTimer::default();
+        let clock = tokio::time::Instant::now();
+        let start = Instant::from(clock);
+        let never = std::future::pending::<()>();
+        let cut = timer
+            .within(start + Duration::from_millis(100), never)
+            .await;
+        assert_eq!(cut, None);
+        assert_eq!(clock.elapsed(), Duration::from_millis(100));
+
+        let ready = timer.within(start, std::future::ready(7)).await;
+        assert_eq!(
+            ready,
+            Some(7),
+            "a ready future is answered even past its deadline"
+        );
+
+        let later = Box::pin(tokio::time::sleep(Duration::from_millis(150)));
+        let answered = timer
+            .within(start + Duration::from_millis(300), later)
+            .await;
+        assert_eq!(answered, Some(()));
+        assert_eq!(clock.elapsed(), Duration::from_millis(250));
+
+        let never = std::future::pending::<()>();
+        let cut = timer
+            .within(start + Duration::from_millis(400), never)
+            .await;
+        assert_eq!(cut, None);
+        assert_eq!(clock.elapsed(), Duration::from_millis(400));
+    }
+
+    /// The lazy timeout answers a ready future at once and cuts a waiting one `timeout` after
+    /// its first wait.
+    #[tokio::test(start_paused = true)]
+    async fn a_lazy_timeout_starts_at_the_first_wait() {
+        assert_eq!(
+            within_once_waiting(Duration::ZERO, std::future::ready(3)).await,
+            Some(3)
+        );
+        let clock = tokio::time::Instant::now();
+        let slow = tokio::time::sleep(Duration::from_millis(200));
+        assert_eq!(
+            within_once_waiting(Duration::from_millis(100), slow).await,
+            None
+        );
+        assert_eq!(clock.elapsed(), Duration::from_millis(100));
+        let quick = tokio::time::sleep(Duration::from_millis(50));
+        let answered = within_once_waiting(Duration::from_millis(100), quick).await;
+        assert_eq!(answered, Some(()));
+        assert_eq!(clock.elapsed(), Duration::from_millis(150));
+    }
+
+    /// Where the tokio timer that `sleep` holds lives.
+    fn timer_address(sleep: &mut Pin<Box<dyn Sleep>>) -> usize {
+        let kept = sleep
+            .as_mut()
+            .downcast_mut_pin::<Kept>()
+            .expect("a kept timer");
+        let inner: &tokio::time::Sleep = kept.get_mut().sleep.as_ref().expect("held");
+        std::ptr::from_ref(inner) as usize
+    }
+}

@@ -7,7 +7,8 @@
 //! idle keep-alive connection's next head too) and the deadline of the forwarder's call.
 //!
 //! Each connection now keeps one `Sleep` for each: [`HeadTimer`], the `Timer` hyper is given,
-//! and [`RequestTimer`], which reaches the handler as a request extension. A dropped timer goes
+//! and [`RequestTimer`], which reaches the handler as a request extension (webhooks: the
+//! forward's deadline; a proxy: the upstream exchange's). A dropped timer goes
 //! back to its connection's slot, and the next request's deadline, always later on one HTTP/1
 //! connection, only moves its expiry forward, which tokio does with one atomic update and no
 //! wheel operation: the wheel sees the entry again only when its old expiry comes round. Every
@@ -122,6 +123,44 @@ impl RequestTimer {
             timer: self.slot.until(deadline),
         }
     }
+
+    /// The connection's timer set to `deadline`, for several steps in turn (see
+    /// [`Deadline::race`]).
+    pub fn until(&self, deadline: Instant) -> Deadline {
+        Deadline(self.slot.until(deadline))
+    }
+}
+
+/// One deadline for several steps, each raced against it in turn.
+pub struct Deadline(Kept);
+
+impl Deadline {
+    /// `future`, answered `None` if the deadline comes first (polled first, as in
+    /// [`RequestTimer::within`]).
+    pub fn race<F: Future + Unpin>(&mut self, future: F) -> Race<'_, F> {
+        Race {
+            future,
+            timer: &mut self.0,
+        }
+    }
+}
+
+/// See [`Deadline::race`].
+pub struct Race<'a, F> {
+    future: F,
+    timer: &'a mut Kept,
+}
+
+impl<F: Future + Unpin> Future for Race<'_, F> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Poll::Ready(output) = Pin::new(&mut this.future).poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        Pin::new(&mut *this.timer).poll(cx).map(|()| None)
+    }
 }
 
 /// See [`RequestTimer::within`].
@@ -135,10 +174,11 @@ impl<F: Future + Unpin> Future for Within<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        if let Poll::Ready(output) = Pin::new(&mut this.future).poll(cx) {
-            return Poll::Ready(Some(output));
-        }
-        Pin::new(&mut this.timer).poll(cx).map(|()| None)
+        let mut race = Race {
+            future: &mut this.future,
+            timer: &mut this.timer,
+        };
+        Pin::new(&mut race).poll(cx)
     }
 }
 
@@ -233,6 +273,20 @@ mod tests {
             .await;
         assert_eq!(cut, None);
         assert_eq!(clock.elapsed(), Duration::from_millis(400));
+    }
+
+    /// One deadline over several steps: each step is raced against the same expiry, so the
+    /// second of two 60 ms steps is cut at 100 ms.
+    #[tokio::test(start_paused = true)]
+    async fn one_deadline_bounds_several_steps() {
+        let timer = RequestTimer::default();
+        let clock = tokio::time::Instant::now();
+        let mut steps = timer.until(Instant::from(clock) + Duration::from_millis(100));
+        let first = Box::pin(tokio::time::sleep(Duration::from_millis(60)));
+        assert_eq!(steps.race(first).await, Some(()));
+        let second = Box::pin(tokio::time::sleep(Duration::from_millis(60)));
+        assert_eq!(steps.race(second).await, None);
+        assert_eq!(clock.elapsed(), Duration::from_millis(100));
     }
 
     /// The lazy timeout answers a ready future at once and cuts a waiting one `timeout` after

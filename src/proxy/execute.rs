@@ -32,6 +32,7 @@ use crate::proxy::response::StoredResponse;
 use crate::proxy::upstream::UpstreamError;
 use crate::store::record;
 use crate::store::StoreError;
+use crate::timer::RequestTimer;
 
 /// The longest pause between two claims of a duplicate waiting on a Redis-held key.
 const MAX_POLL: Duration = Duration::from_millis(200);
@@ -131,8 +132,13 @@ impl Proxy {
         // One deadline for the whole exchange: the head, the stored part of the body, and the
         // rest of a body streamed past max_stored_body, so that no client waits past it.
         let deadline = tokio::time::Instant::now() + self.upstream.timeout();
+        // The connection's timer, which stays here: it is not the upstream's to see.
+        let timer = parts
+            .extensions
+            .remove::<RequestTimer>()
+            .unwrap_or_default();
         let request = Request::from_parts(parts, Body::from(body.bytes.clone()));
-        let result = self.exchange(request, deadline).await;
+        let result = self.exchange(request, deadline, &timer).await;
         self.metrics
             .upstream
             .record(started.elapsed().as_secs_f64());
@@ -190,14 +196,19 @@ impl Proxy {
     }
 
     /// Sends the request and reads the answer as far as deciding what to store needs, all by
-    /// `deadline`. An error is an exchange that got no response head.
+    /// `deadline`, on the connection's `timer`. An error is an exchange that got no response
+    /// head.
     async fn exchange(
         &self,
         request: Request<Body>,
         deadline: tokio::time::Instant,
+        timer: &RequestTimer,
     ) -> Result<Exchanged, UpstreamError> {
         let timeout = self.upstream.timeout();
-        let response = tokio::time::timeout_at(deadline, self.upstream.send(request))
+        let mut steps = timer.until(deadline.into_std());
+        let sending = std::pin::pin!(self.upstream.send(request));
+        let response = steps
+            .race(sending)
             .await
             .unwrap_or(Err(UpstreamError::Timeout(timeout)))?;
         if self.retry_statuses.contains(&response.status().as_u16()) {
@@ -207,16 +218,16 @@ impl Proxy {
         let mut chunks: Vec<Bytes> = Vec::new();
         let mut size = 0;
         loop {
-            let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
-                Ok(Some(Ok(frame))) => frame,
-                Ok(Some(Err(error))) => {
+            let frame = match steps.race(body.frame()).await {
+                Some(Some(Ok(frame))) => frame,
+                Some(Some(Err(error))) => {
                     return Ok(Exchanged::Broken(
                         parts,
                         UpstreamError::Body(Box::new(error)),
                     ))
                 }
-                Ok(None) => break,
-                Err(_) => return Ok(Exchanged::Broken(parts, UpstreamError::Timeout(timeout))),
+                Some(None) => break,
+                None => return Ok(Exchanged::Broken(parts, UpstreamError::Timeout(timeout))),
             };
             let Ok(data) = frame.into_data() else {
                 continue; // trailers are not stored

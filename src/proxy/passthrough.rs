@@ -9,6 +9,7 @@ use axum::http::{Request, Response};
 
 use super::{error_chain, upstream, Ending, Proxy, ProxyReply};
 use crate::outcome::ProxyOutcome;
+use crate::timer::RequestTimer;
 use crate::util::declared_length;
 use upstream::UpstreamError;
 
@@ -32,10 +33,16 @@ impl Proxy {
         if let Err(detail) = self.upstream.prepare(&mut parts, peer) {
             return ProxyReply::refused(ProxyOutcome::Unavailable, detail);
         }
+        let timer = parts
+            .extensions
+            .remove::<RequestTimer>()
+            .unwrap_or_default();
         let request = Request::from_parts(parts, self.upstream.limit(body));
         let started = Instant::now();
         let timeout = self.upstream.timeout();
-        let result = tokio::time::timeout(timeout, self.upstream.send(request))
+        let sending = std::pin::pin!(self.upstream.send(request));
+        let result = timer
+            .within(started + timeout, sending)
             .await
             .unwrap_or(Err(UpstreamError::Timeout(timeout)));
         self.metrics

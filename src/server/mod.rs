@@ -245,16 +245,20 @@ impl Listeners {
 pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Output = ()>) {
     let drain = app.settings.server.shutdown_timeout.0;
     // Only the webhook listener's refusals are counted (`/metrics` is not a webhook route, and
-    // a proxy counts its own requests), and only its requests carry a `RequestTimer`.
+    // a proxy counts its own requests).
     let mut served = vec![
-        (listeners.http, router(Arc::clone(&app)), true),
-        (listeners.metrics, metrics_router(Arc::clone(&app)), false),
+        (listeners.http, router(Arc::clone(&app)), Kind::Webhooks),
+        (
+            listeners.metrics,
+            metrics_router(Arc::clone(&app)),
+            Kind::Other,
+        ),
     ];
     for (name, listener) in listeners.proxies {
         match app.proxy(&name) {
             Some(proxy) => {
                 let router = proxy_router(Arc::clone(proxy));
-                served.push((listener, router, false));
+                served.push((listener, router, Kind::Proxy));
             }
             None => tracing::warn!(
                 message = "No proxy of this name; its listener is closed.",
@@ -263,14 +267,18 @@ pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Outp
         }
     }
     if let (Some(listener), Some(console)) = (listeners.console, &app.console) {
-        served.push((listener, crate::console::router(Arc::clone(console)), false));
+        served.push((
+            listener,
+            crate::console::router(Arc::clone(console)),
+            Kind::Other,
+        ));
     }
     let graceful = Arc::new(GracefulShutdown::new());
     let (stop, stopped) = watch::channel(false);
     let mut loops = tokio::task::JoinSet::new();
-    for (listener, router, webhooks) in served {
+    for (listener, router, kind) in served {
         let graceful = Arc::clone(&graceful);
-        let served = Served { router, webhooks };
+        let served = Served { router, kind };
         loops.spawn(accept_loop(
             Arc::clone(&app),
             listener,
@@ -305,9 +313,19 @@ pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Outp
 /// What one listener serves: its router, and whether the requests hyper refuses on it are counted.
 struct Served {
     router: Router,
-    /// The webhook listener: the requests hyper refuses on it are counted, and each request
-    /// carries its connection's [`RequestTimer`].
-    webhooks: bool,
+    kind: Kind,
+}
+
+/// What a listener serves.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Webhooks: the requests hyper refuses are counted, and each request carries its
+    /// connection's [`RequestTimer`].
+    Webhooks,
+    /// A proxy: each request carries its connection's [`RequestTimer`].
+    Proxy,
+    /// Metrics, the console.
+    Other,
 }
 
 /// The most a connection's read buffer grows to; hyper's default is about 400 KiB. hyper grows
@@ -318,8 +336,8 @@ struct Served {
 const READ_BUFFER_MAX: usize = 96 * 1024;
 
 /// Accepts connections on one listener until `stopped` turns true, serving each with its router;
-/// the peer's address reaches handlers as `ConnectInfo`, and on the webhook listener the
-/// connection's [`RequestTimer`] as an extension of its own.
+/// the peer's address reaches handlers as `ConnectInfo`, and on the webhook and proxy listeners
+/// the connection's [`RequestTimer`] as an extension of its own.
 fn accept_loop(
     app: Arc<App>,
     listener: TcpListener,
@@ -346,7 +364,7 @@ fn accept_loop(
                 }
             };
             let _ = stream.set_nodelay(true);
-            let timer = served.webhooks.then(RequestTimer::default);
+            let timer = (served.kind != Kind::Other).then(RequestTimer::default);
             let service = served.router.clone().map_request(
                 move |mut request: Request<hyper::body::Incoming>| {
                     request.extensions_mut().insert(ConnectInfo(peer));
@@ -366,7 +384,7 @@ fn accept_loop(
                 .max_buf_size(READ_BUFFER_MAX)
                 .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
             let connection = graceful.watch(connection);
-            let counted = served.webhooks.then(|| Arc::clone(&app));
+            let counted = (served.kind == Kind::Webhooks).then(|| Arc::clone(&app));
             tokio::spawn(async move {
                 if let (Err(error), Some(app)) = (connection.await, counted) {
                     if let Some(status) = refused_status(&error) {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::{order, outcome, send, start, ORDERS};
+use super::{order, outcome, send, start, ALICE, ORDERS};
 use crate::support::redis::free_port;
 use crate::support::settings::{secs, ByteSize};
 use crate::support::upstream::{Reply, Upstream};
@@ -95,6 +95,34 @@ async fn an_upstream_timeout_answers_504_and_releases(backend: Backend) {
     assert_eq!(upstream.executions("k1", ORDERS), 2);
     assert_eq!(outcome(&t, "released").await, 1.0);
     assert_eq!(outcome(&t, "executed").await, 1.0);
+}
+
+/// A request without a key that the upstream does not answer within `upstream_timeout` gets
+/// 504 then, not sooner and not at the upstream's pace; the requests before and after it on
+/// the client's connection, whose timer it shares, keep their own deadlines.
+async fn a_passed_through_request_gets_504_at_upstream_timeout(backend: Backend) {
+    let upstream = Upstream::start().await;
+    upstream.answer_in_turn(
+        ORDERS,
+        vec![
+            Reply::status(201),
+            Reply::status(201).delay(Duration::from_secs(5)),
+            Reply::status(201),
+        ],
+    );
+    let t = start(backend, &upstream, |p| p.upstream_timeout = secs(1)).await;
+    let plain = [("authorization", ALICE)];
+    assert_eq!(send(&t, "POST", ORDERS, &plain, b"{}").await.status, 201);
+    let started = std::time::Instant::now();
+    let slow = send(&t, "POST", ORDERS, &plain, b"{}").await;
+    let took = started.elapsed();
+    assert_eq!(slow.status, 504, "{slow:?}");
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
+        "took {took:?}"
+    );
+    assert_eq!(send(&t, "POST", ORDERS, &plain, b"{}").await.status, 201);
+    assert_eq!(upstream.hits(ORDERS), 3);
 }
 
 /// Nothing listening upstream, or a connection dropped without an answer: 502, released.
@@ -205,6 +233,7 @@ both_backends!(
     client_errors_and_500_are_stored_and_replayed,
     retry_statuses_release_the_claim,
     an_upstream_timeout_answers_504_and_releases,
+    a_passed_through_request_gets_504_at_upstream_timeout,
     a_refused_or_dropped_upstream_answers_502_and_releases,
     an_oversized_answer_passes_through_and_replays_truncated,
     hop_by_hop_headers_stay_on_their_hop_and_forwarded_headers_are_added,

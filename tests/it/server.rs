@@ -117,6 +117,25 @@ async fn a_keep_alive_connection_gives_every_head_its_own_deadline() {
     assert_a_stalled_head_is_cut(&mut stream, partial).await;
 }
 
+/// A keep-alive connection that sends nothing after an answer is waited on for its next head as
+/// long as for a head it trickles, and closed then.
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_at_the_header_timeout() {
+    let t = TestApp::builder(Backend::Memory)
+        .server(|s| s.header_read_timeout = ms(300))
+        .start()
+        .await;
+    let mut stream = tokio::net::TcpStream::connect(t.addr).await.unwrap();
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buffer = [0u8; 4096];
+    let n = stream.read(&mut buffer).await.unwrap();
+    assert!(buffer[..n].starts_with(b"HTTP/1.1 200"));
+    assert_a_stalled_head_is_cut(&mut stream, b"").await;
+}
+
 #[tokio::test]
 async fn wrong_method_and_unknown_paths_are_not_webhooks() {
     let t = TestApp::start(Backend::Memory).await;

@@ -115,6 +115,12 @@ pub struct RequestTimer {
 }
 
 impl RequestTimer {
+    /// The connection's timer, taken out of a request's `extensions` (it is nobody else's to
+    /// see, an upstream's least of all); a new one for a request that came without it.
+    pub fn take(extensions: &mut http::Extensions) -> Self {
+        extensions.remove::<Self>().unwrap_or_default()
+    }
+
     /// `future`, answered `None` if `deadline` comes first. The future is polled first, so one
     /// that is ready at once is never timed out.
     pub fn within<F: Future + Unpin>(&self, deadline: Instant, future: F) -> Within<F> {

@@ -132,11 +132,7 @@ impl Proxy {
         // One deadline for the whole exchange: the head, the stored part of the body, and the
         // rest of a body streamed past max_stored_body, so that no client waits past it.
         let deadline = tokio::time::Instant::now() + self.upstream.timeout();
-        // The connection's timer, which stays here: it is not the upstream's to see.
-        let timer = parts
-            .extensions
-            .remove::<RequestTimer>()
-            .unwrap_or_default();
+        let timer = RequestTimer::take(&mut parts.extensions);
         let request = Request::from_parts(parts, Body::from(body.bytes.clone()));
         let result = self.exchange(request, deadline, &timer).await;
         self.metrics

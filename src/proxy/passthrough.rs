@@ -33,10 +33,7 @@ impl Proxy {
         if let Err(detail) = self.upstream.prepare(&mut parts, peer) {
             return ProxyReply::refused(ProxyOutcome::Unavailable, detail);
         }
-        let timer = parts
-            .extensions
-            .remove::<RequestTimer>()
-            .unwrap_or_default();
+        let timer = RequestTimer::take(&mut parts.extensions);
         let request = Request::from_parts(parts, self.upstream.limit(body));
         let started = Instant::now();
         let timeout = self.upstream.timeout();

@@ -77,10 +77,7 @@ async fn webhook(
     // A name that does not decode (`/webhooks/%FF`) names no configured source.
     let source = source.map(|Path(name)| name).unwrap_or_default();
     let (mut parts, body) = request.into_parts();
-    let timer = parts
-        .extensions
-        .remove::<RequestTimer>()
-        .unwrap_or_default();
+    let timer = RequestTimer::take(&mut parts.extensions);
     let received = match app
         .ingest
         .receive(source, peer.ip(), parts.headers, body, timer)

@@ -61,11 +61,7 @@ async fn beyond_max_in_flight_new_requests_get_503_with_retry_after() {
 
 #[tokio::test]
 async fn a_client_that_trickles_its_headers_is_disconnected() {
-    let t = TestApp::builder(Backend::Memory)
-        .server(|s| s.header_read_timeout = ms(300))
-        .start()
-        .await;
-    let mut stream = tokio::net::TcpStream::connect(t.addr).await.unwrap();
+    let (_t, mut stream) = connected_with_a_300ms_header_timeout().await;
     let partial = b"POST /webhooks/github HTTP/1.1\r\nHost: test\r\n";
     assert_a_stalled_head_is_cut(&mut stream, partial).await;
 }
@@ -91,27 +87,13 @@ async fn assert_a_stalled_head_is_cut(stream: &mut tokio::net::TcpStream, partia
 /// head that stalls later on is still cut off.
 #[tokio::test]
 async fn a_keep_alive_connection_gives_every_head_its_own_deadline() {
-    let t = TestApp::builder(Backend::Memory)
-        .server(|s| s.header_read_timeout = ms(300))
-        .start()
-        .await;
-    let mut stream = tokio::net::TcpStream::connect(t.addr).await.unwrap();
-    let mut buffer = [0u8; 4096];
+    let (_t, mut stream) = connected_with_a_300ms_header_timeout().await;
     // Five heads, 200 ms apart: 1 s on one connection, each head within its own 300 ms.
     for round in 0..5 {
         if round > 0 {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        stream
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
-            .await
-            .unwrap();
-        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer))
-            .await
-            .expect("answered within 5s")
-            .unwrap();
-        let text = String::from_utf8_lossy(&buffer[..n]);
-        assert!(text.starts_with("HTTP/1.1 200"), "head {round}: {text:?}");
+        assert_healthz_answered(&mut stream, round).await;
     }
     let partial = b"GET /healthz HTTP/1.1\r\nHost: test\r\n";
     assert_a_stalled_head_is_cut(&mut stream, partial).await;
@@ -121,19 +103,34 @@ async fn a_keep_alive_connection_gives_every_head_its_own_deadline() {
 /// long as for a head it trickles, and closed then.
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed_at_the_header_timeout() {
+    let (_t, mut stream) = connected_with_a_300ms_header_timeout().await;
+    assert_healthz_answered(&mut stream, 0).await;
+    assert_a_stalled_head_is_cut(&mut stream, b"").await;
+}
+
+/// A daemon whose `server.header_read_timeout` is 300 ms, and a connection to it.
+async fn connected_with_a_300ms_header_timeout() -> (TestApp, tokio::net::TcpStream) {
     let t = TestApp::builder(Backend::Memory)
         .server(|s| s.header_read_timeout = ms(300))
         .start()
         .await;
-    let mut stream = tokio::net::TcpStream::connect(t.addr).await.unwrap();
+    let stream = tokio::net::TcpStream::connect(t.addr).await.unwrap();
+    (t, stream)
+}
+
+/// Sends `GET /healthz` whole on `stream` and checks that it is answered 200 within 5 s.
+async fn assert_healthz_answered(stream: &mut tokio::net::TcpStream, round: usize) {
     stream
         .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
         .await
         .unwrap();
     let mut buffer = [0u8; 4096];
-    let n = stream.read(&mut buffer).await.unwrap();
-    assert!(buffer[..n].starts_with(b"HTTP/1.1 200"));
-    assert_a_stalled_head_is_cut(&mut stream, b"").await;
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer))
+        .await
+        .expect("answered within 5s")
+        .unwrap();
+    let text = String::from_utf8_lossy(&buffer[..n]);
+    assert!(text.starts_with("HTTP/1.1 200"), "head {round}: {text:?}");
 }
 
 #[tokio::test]

@@ -23,9 +23,11 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends make pkg-config libssl-dev python3 \
  && rm -rf /var/lib/apt/lists/*
 # Dependencies first: this layer is rebuilt only when a manifest or the lock file changes. The
-# workspace's other member (the load generator) is not built here, but cargo needs its manifest.
+# workspace's other members need their manifests for cargo to read the workspace: the load
+# generator (not built here) and crates/sha256-pair (a dependency of the daemon).
 COPY Cargo.toml Cargo.lock ./
 COPY tools/loadgen/Cargo.toml tools/loadgen/
+COPY crates/sha256-pair/Cargo.toml crates/sha256-pair/
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo fetch --locked
 COPY . .

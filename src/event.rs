@@ -22,6 +22,9 @@ pub struct VerifiedEvent {
     body: Bytes,
     /// What the payload fingerprint covers, when it must not be the whole body.
     fingerprint_input: Option<Bytes>,
+    /// The first 128 bits of the SHA-256 of [`VerifiedEvent::fingerprint_input`], when the
+    /// signature's check computed it on its way (see [`VerifiedEvent::with_payload_digest`]).
+    payload_digest: Option<[u8; 16]>,
 }
 
 impl PartialEq for VerifiedEvent {
@@ -52,6 +55,7 @@ impl VerifiedEvent {
             event_type,
             body,
             fingerprint_input: None,
+            payload_digest: None,
         })
     }
 
@@ -60,7 +64,25 @@ impl VerifiedEvent {
     /// that a retry is recognised as a duplicate, not rejected as a different payload.
     pub(crate) fn with_fingerprint_input(mut self, input: Vec<u8>) -> Self {
         self.fingerprint_input = Some(Bytes::from(input));
+        self.payload_digest = None;
         self
+    }
+
+    /// Keeps the SHA-256 of [`VerifiedEvent::fingerprint_input`] that the signature's check
+    /// computed in the same pass over the body, so that forwarding does not hash it again. A
+    /// provider passes only the digest of exactly those bytes: the providers' property tests
+    /// check every event they verify against a fresh SHA-256.
+    pub(crate) fn with_payload_digest(mut self, sha256: &[u8; 32]) -> Self {
+        let mut first = [0u8; 16];
+        first.copy_from_slice(&sha256[..16]);
+        self.payload_digest = Some(first);
+        self
+    }
+
+    /// The first 128 bits of the SHA-256 of [`VerifiedEvent::fingerprint_input`], when already
+    /// known.
+    pub fn payload_digest(&self) -> Option<&[u8; 16]> {
+        self.payload_digest.as_ref()
     }
 
     /// The bytes the payload fingerprint is computed over (the body, unless a provider says otherwise).

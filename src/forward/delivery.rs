@@ -26,8 +26,16 @@ pub struct Delivery<'a> {
 }
 
 impl Delivery<'_> {
+    /// The payload's fingerprint: the digest verification computed on its way, else a new one.
     pub fn fingerprint(&self) -> Fingerprint {
-        Fingerprint::of(self.event.fingerprint_input())
+        match self.event.payload_digest() {
+            Some(digest) => {
+                let fingerprint = Fingerprint::from_digest(*digest);
+                debug_assert_eq!(fingerprint, Fingerprint::of(self.event.fingerprint_input()));
+                fingerprint
+            }
+            None => Fingerprint::of(self.event.fingerprint_input()),
+        }
     }
 }
 

@@ -41,6 +41,11 @@ impl Fingerprint {
         Self(bytes)
     }
 
+    /// The fingerprint whose SHA-256 was computed elsewhere: its first 16 bytes.
+    pub fn from_digest(first_16: [u8; 16]) -> Self {
+        Self(first_16)
+    }
+
     /// The 10 characters stored in dedup records (the first 60 bits).
     pub fn encode(&self) -> String {
         let mut text = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&self.0[..8]);

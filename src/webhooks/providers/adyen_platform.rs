@@ -11,13 +11,13 @@ use crate::config::{ConfigError, SourceSettings};
 use super::extract::{id_at, parse_body, required, type_at, Pointer};
 use super::secrets;
 use super::signatures::{base64, Candidates, Encoding};
-use super::signing::{any_key_matches, keyed_macs, tag, HmacSha256};
+use super::signing::Sha256Keys;
 use super::{header, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError};
 
 const SIGNATURE_HEADER: &str = "hmacsignature";
 
 pub struct AdyenPlatform {
-    keys: Vec<HmacSha256>,
+    keys: Sha256Keys,
     id_pointer: Pointer,
     type_pointer: Pointer,
 }
@@ -32,7 +32,7 @@ impl AdyenPlatform {
             "\"/data/id\"",
         )?;
         Ok(Self {
-            keys: keyed_macs(source, settings, secrets::hex)?,
+            keys: Sha256Keys::from_settings(source, settings, secrets::hex)?,
             id_pointer: Pointer::parse(source, "id_pointer", id)?,
             type_pointer: Pointer::optional(source, "type_pointer", &settings.type_pointer)?
                 .unwrap_or_else(|| Pointer::fixed("/type")),
@@ -48,22 +48,21 @@ impl Provider for AdyenPlatform {
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
         let value = header(request.headers, SIGNATURE_HEADER)?;
         let signatures = Candidates::single(Encoding::Base64, value.trim(), 32, SIGNATURE_HEADER)?;
-        if !any_key_matches(&self.keys, &[request.body], &signatures) {
-            return Err(VerifyError::BadSignature);
-        }
+        let digest = self
+            .keys
+            .matches_digesting(&[request.body], request.body, &signatures)
+            .ok_or(VerifyError::BadSignature)?;
         let document = parse_body(request.body)?;
         let id = id_at(&self.id_pointer, &document)?;
         let kind = type_at(Some(&self.type_pointer), &document);
-        let event = VerifiedEvent::new(id, kind, request.body.clone())?;
+        let event =
+            VerifiedEvent::new(id, kind, request.body.clone())?.with_payload_digest(&digest);
         Ok(Verified::Events(vec![event]))
     }
 
     fn sign(&self, body: &[u8], _options: &SignOptions) -> Vec<(String, String)> {
         vec![
-            (
-                "HmacSignature".to_owned(),
-                base64(&tag(&self.keys[0], &[body])),
-            ),
+            ("HmacSignature".to_owned(), base64(&self.keys.sign(&[body]))),
             ("Content-Type".to_owned(), "application/json".to_owned()),
         ]
     }

@@ -34,7 +34,7 @@ use super::generic_template::{message, parse_template, unambiguous, Part, MAX_PA
 use super::secrets;
 use super::signatures::{Candidates, Encoding};
 use super::signing::{
-    check_timestamp, keyed_macs, parse_unix, random_uuid, tolerance_secs, AnyHmac,
+    check_timestamp, keyed_macs, parse_unix, random_uuid, tolerance_secs, AnyHmac, Sha256Keys,
 };
 use super::{
     header_or_empty, id_from_header, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
@@ -147,7 +147,7 @@ fn keys(source: &str, settings: &SourceSettings) -> Result<AnyHmac, ConfigError>
     )?;
     Ok(match algorithm {
         "sha1" => AnyHmac::Sha1(keyed_macs(source, settings, secrets::raw)?),
-        "sha256" => AnyHmac::Sha256(keyed_macs(source, settings, secrets::raw)?),
+        "sha256" => AnyHmac::Sha256(Sha256Keys::from_settings(source, settings, secrets::raw)?),
         "sha512" => AnyHmac::Sha512(keyed_macs(source, settings, secrets::raw)?),
         _ => {
             return Err(invalid(
@@ -326,14 +326,17 @@ impl Provider for Generic {
         // signature is checked, so that no re-split of a captured delivery gets through.
         unambiguous(&self.template, timestamp, signed_id).map_err(VerifyError::GarbledHeader)?;
         let (message, len) = self.message(request.body, timestamp, signed_id);
-        if !self.keys.matches(&message[..len], &signatures) {
-            return Err(VerifyError::BadSignature);
-        }
+        let digest = self
+            .keys
+            .verify_digesting(&message[..len], request.body, &signatures)?;
         if let Some((_, tolerance)) = self.timestamp {
             check_timestamp(unix, request.now_unix, tolerance)?;
         }
         let (id, kind) = self.id_and_type(headers, request.body)?;
-        let event = VerifiedEvent::new(id, kind, request.body.clone())?;
+        let mut event = VerifiedEvent::new(id, kind, request.body.clone())?;
+        if let Some(digest) = digest {
+            event = event.with_payload_digest(&digest);
+        }
         Ok(Verified::Events(vec![event]))
     }
 

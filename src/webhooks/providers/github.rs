@@ -15,7 +15,7 @@ use crate::config::{ConfigError, SourceSettings};
 
 use super::secrets;
 use super::signatures::{Candidates, Encoding};
-use super::signing::{any_key_matches, keyed_macs, random_uuid, tag, HmacSha256};
+use super::signing::{keyed_macs, random_uuid, Sha256Keys};
 use super::{
     header, header_or_empty, id_from_header, Provider, RawRequest, SignOptions, Verified,
     VerifiedEvent, VerifyError,
@@ -26,14 +26,14 @@ const DELIVERY_HEADER: &str = "x-github-delivery";
 const EVENT_HEADER: &str = "x-github-event";
 
 pub struct GitHub {
-    keys: Vec<HmacSha256>,
+    keys: Sha256Keys,
     /// The first secret keyed for SHA-1, only so that `sign` sends `X-Hub-Signature` as GitHub does.
     legacy_sign_key: Hmac<Sha1>,
 }
 
 impl GitHub {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
-        let keys = keyed_macs(source, settings, secrets::raw)?;
+        let keys = Sha256Keys::from_settings(source, settings, secrets::raw)?;
         // HMAC takes keys of any length, so keying every secret for SHA-1 as well cannot fail
         // where SHA-256 succeeded; only the first is kept.
         let legacy_sign_key = keyed_macs::<Hmac<Sha1>>(source, settings, secrets::raw)?.remove(0);
@@ -54,9 +54,10 @@ impl Provider for GitHub {
         let value = header(request.headers, SIGNATURE_HEADER)?;
         let hex = value.strip_prefix("sha256=").ok_or_else(garbled)?;
         let signatures = Candidates::single(Encoding::Hex, hex, 32, SIGNATURE_HEADER)?;
-        if !any_key_matches(&self.keys, &[request.body], &signatures) {
-            return Err(VerifyError::BadSignature);
-        }
+        let digest = self
+            .keys
+            .matches_digesting(&[request.body], request.body, &signatures)
+            .ok_or(VerifyError::BadSignature)?;
 
         // GitHub does not sign the delivery ID, so someone who captured a delivery could replay it
         // under a new ID; that is inherent in the scheme (TLS is what keeps deliveries from being
@@ -67,7 +68,8 @@ impl Provider for GitHub {
             "missing X-GitHub-Delivery header",
         )?;
         let kind = header_or_empty(request.headers, EVENT_HEADER);
-        let event = VerifiedEvent::new(id, kind, request.body.clone())?;
+        let event =
+            VerifiedEvent::new(id, kind, request.body.clone())?.with_payload_digest(&digest);
         Ok(Verified::Events(vec![event]))
     }
 
@@ -77,7 +79,7 @@ impl Provider for GitHub {
             .event_type
             .clone()
             .unwrap_or_else(|| "ping".to_owned());
-        let sha256 = hex::encode(tag(&self.keys[0], &[body]));
+        let sha256 = hex::encode(self.keys.sign(&[body]));
         let mut sha1 = self.legacy_sign_key.clone();
         sha1.update(body);
         let sha1 = hex::encode(sha1.finalize().into_bytes());

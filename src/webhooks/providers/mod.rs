@@ -40,6 +40,7 @@ mod params;
 mod provider;
 mod registry;
 mod secrets;
+mod sha256;
 mod shopify;
 mod signatures;
 mod signing;

@@ -60,7 +60,7 @@ impl Provider for Paddle {
     }
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
-        SIGNATURE.verify(&self.keyed, request)?;
+        let digest = SIGNATURE.verify_digesting(&self.keyed, request)?;
         let notification: Notification<'_> = json_object(request.body).ok_or(
             VerifyError::Malformed("body is not a Paddle notification (JSON with \"event_id\")"),
         )?;
@@ -68,7 +68,8 @@ impl Provider for Paddle {
             notification.event_id,
             notification.event_type.unwrap_or_default(),
             request.body.clone(),
-        )?;
+        )?
+        .with_payload_digest(&digest);
         Ok(Verified::Events(vec![event]))
     }
 

@@ -52,6 +52,24 @@ impl ParamsShape {
         keyed.verify(&message, &parsed.signatures, parsed.unix, request.now_unix)
     }
 
+    /// As [`ParamsShape::verify`], and the SHA-256 of the raw body from the same pass (for a
+    /// scheme whose payload fingerprint covers the body as sent).
+    pub(crate) fn verify_digesting(
+        &self,
+        keyed: &Keyed,
+        request: &RawRequest<'_>,
+    ) -> Result<[u8; 32], VerifyError> {
+        let parsed = self.parse(header(request.headers, self.header)?, 32)?;
+        let message: [&[u8]; 3] = [parsed.timestamp.as_bytes(), self.joiner, request.body];
+        keyed.verify_digesting(
+            &message,
+            request.body,
+            &parsed.signatures,
+            parsed.unix,
+            request.now_unix,
+        )
+    }
+
     /// The header value that signs `body` at `now_unix` with the first secret, as the provider
     /// writes it (`t=<unix>,v1=<hex>`).
     pub(crate) fn sign(&self, keyed: &Keyed, body: &[u8], now_unix: i64) -> String {

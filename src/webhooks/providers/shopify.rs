@@ -15,7 +15,7 @@ use crate::config::{ConfigError, SourceSettings};
 
 use super::secrets;
 use super::signatures::{base64, Candidates, Encoding};
-use super::signing::{any_key_matches, keyed_macs, random_uuid, tag, HmacSha256};
+use super::signing::{random_uuid, Sha256Keys};
 use super::{
     header, header_or_empty, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
     VerifyError,
@@ -43,13 +43,13 @@ const EVENTS: HeaderNames = HeaderNames {
 };
 
 pub struct Shopify {
-    keys: Vec<HmacSha256>,
+    keys: Sha256Keys,
 }
 
 impl Shopify {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
         Ok(Self {
-            keys: keyed_macs(source, settings, secrets::raw)?,
+            keys: Sha256Keys::from_settings(source, settings, secrets::raw)?,
         })
     }
 }
@@ -67,9 +67,10 @@ impl Provider for Shopify {
         };
         let value = header(request.headers, names.hmac)?;
         let signatures = Candidates::single(Encoding::Base64, value.trim(), 32, names.hmac)?;
-        if !any_key_matches(&self.keys, &[request.body], &signatures) {
-            return Err(VerifyError::BadSignature);
-        }
+        let digest = self
+            .keys
+            .matches_digesting(&[request.body], request.body, &signatures)
+            .ok_or(VerifyError::BadSignature)?;
         let id = request
             .headers
             .get(names.event_id)
@@ -80,7 +81,8 @@ impl Provider for Shopify {
         let id = std::str::from_utf8(id.as_bytes())
             .map_err(|_| VerifyError::Malformed("event ID header is not UTF-8"))?;
         let topic = header_or_empty(request.headers, names.topic);
-        let event = VerifiedEvent::new(id, topic, request.body.clone())?;
+        let event =
+            VerifiedEvent::new(id, topic, request.body.clone())?.with_payload_digest(&digest);
         Ok(Verified::Events(vec![event]))
     }
 
@@ -96,7 +98,7 @@ impl Provider for Shopify {
             ("X-Shopify-Topic".to_owned(), topic),
             (
                 "X-Shopify-Hmac-Sha256".to_owned(),
-                base64(&tag(&self.keys[0], &[body])),
+                base64(&self.keys.sign(&[body])),
             ),
             (
                 "X-Shopify-Shop-Domain".to_owned(),
@@ -119,6 +121,7 @@ mod tests {
     use http::HeaderMap;
     use serde_json::json;
 
+    use super::super::signing::{tag, HmacSha256};
     use super::super::tests::support::{
         config_error, events, headers, one, settings, signed, verify,
     };

@@ -16,6 +16,7 @@ use sha2::{Sha256, Sha512};
 use crate::config::{ConfigError, SourceSettings};
 
 use super::secrets::{self, Decoder};
+use super::sha256;
 use super::signatures::Candidates;
 use super::VerifyError;
 
@@ -65,13 +66,69 @@ pub(crate) fn keyed_macs<M: Mac + KeyInit>(
         .collect()
 }
 
+/// HMAC-SHA256 keys, one per configured secret (rotation), whose check can also digest the
+/// payload in the same pass over the bytes (see `sha256`): what the schemes that sign the body
+/// with HMAC-SHA256 hold.
+pub(crate) struct Sha256Keys(Vec<sha256::Key>);
+
+impl Sha256Keys {
+    /// Keys from the source's secrets, decoded with `decode`.
+    pub(crate) fn from_settings(
+        source: &str,
+        settings: &SourceSettings,
+        decode: Decoder,
+    ) -> Result<Self, ConfigError> {
+        let secrets = secrets::decode(source, settings, decode)?;
+        Ok(Self(secrets.iter().map(|s| sha256::Key::new(s)).collect()))
+    }
+
+    /// True when any key's MAC over the concatenated `message` parts equals any candidate, in
+    /// constant time (as [`any_key_matches`]).
+    pub(crate) fn matches(&self, message: &[&[u8]], candidates: &Candidates) -> bool {
+        self.0
+            .iter()
+            .any(|key| equals_any(&key.mac(message), candidates))
+    }
+
+    /// As [`Sha256Keys::matches`], and the SHA-256 of `payload` when a key matched: the first
+    /// key's MAC and the digest come from one pass over both (the payload's fingerprint is then
+    /// not hashed again downstream).
+    pub(crate) fn matches_digesting(
+        &self,
+        message: &[&[u8]],
+        payload: &[u8],
+        candidates: &Candidates,
+    ) -> Option<[u8; 32]> {
+        let (first, others) = self.0.split_first()?;
+        let (mac, digest) = first.mac_and_digest(message, payload);
+        let matched = equals_any(&mac, candidates)
+            || others
+                .iter()
+                .any(|key| equals_any(&key.mac(message), candidates));
+        matched.then_some(digest)
+    }
+
+    /// The MAC of `message` under the first secret, for `sign`.
+    pub(crate) fn sign(&self, message: &[&[u8]]) -> Vec<u8> {
+        self.0[0].mac(message).to_vec()
+    }
+}
+
+/// Whether `mac` equals any candidate, each compared in constant time.
+fn equals_any(mac: &[u8; 32], candidates: &Candidates) -> bool {
+    use subtle::ConstantTimeEq as _;
+    candidates
+        .iter()
+        .any(|tag| bool::from(mac.as_slice().ct_eq(tag)))
+}
+
 /// HMAC-SHA256 keys and a timestamp tolerance: what every scheme that signs a timestamp holds.
 ///
 /// `verify` runs the common order of those schemes: any key's MAC must equal any signature, and
 /// only then is the signed timestamp checked, so that an unsigned request with a stale timestamp
 /// is a bad signature, not a stale one.
 pub(crate) struct Keyed {
-    keys: Vec<HmacSha256>,
+    keys: Sha256Keys,
     /// In whole seconds, at least one.
     tolerance: u64,
 }
@@ -85,7 +142,7 @@ impl Keyed {
         default_tolerance: Duration,
     ) -> Result<Self, ConfigError> {
         Ok(Self {
-            keys: keyed_macs(source, settings, decode)?,
+            keys: Sha256Keys::from_settings(source, settings, decode)?,
             tolerance: tolerance_secs(source, settings, default_tolerance)?,
         })
     }
@@ -97,7 +154,7 @@ impl Keyed {
 
     /// True when any key's MAC over `message` equals any of `signatures` (none never matches).
     pub(crate) fn matches(&self, message: &[&[u8]], signatures: &Candidates) -> bool {
-        any_key_matches(&self.keys, message, signatures)
+        self.keys.matches(message, signatures)
     }
 
     /// Checks the signatures over `message`, then that `signed_unix` is within the tolerance of
@@ -115,9 +172,27 @@ impl Keyed {
         check_timestamp(signed_unix, now_unix, self.tolerance)
     }
 
+    /// As [`Keyed::verify`], and the SHA-256 of `payload` from the same pass (see
+    /// [`Sha256Keys::matches_digesting`]).
+    pub(crate) fn verify_digesting(
+        &self,
+        message: &[&[u8]],
+        payload: &[u8],
+        signatures: &Candidates,
+        signed_unix: i64,
+        now_unix: i64,
+    ) -> Result<[u8; 32], VerifyError> {
+        let digest = self
+            .keys
+            .matches_digesting(message, payload, signatures)
+            .ok_or(VerifyError::BadSignature)?;
+        check_timestamp(signed_unix, now_unix, self.tolerance)?;
+        Ok(digest)
+    }
+
     /// The MAC of `message` under the first secret, for `sign`.
     pub(crate) fn sign(&self, message: &[&[u8]]) -> Vec<u8> {
-        tag(&self.keys[0], message)
+        self.keys.sign(message)
     }
 }
 
@@ -195,7 +270,7 @@ pub(crate) fn random_uuid() -> String {
 /// Keyed MACs of one configured algorithm (the generic provider's `algorithm`).
 pub(crate) enum AnyHmac {
     Sha1(Vec<Hmac<Sha1>>),
-    Sha256(Vec<HmacSha256>),
+    Sha256(Sha256Keys),
     Sha512(Vec<Hmac<Sha512>>),
 }
 
@@ -211,15 +286,33 @@ impl AnyHmac {
     pub(crate) fn matches(&self, message: &[&[u8]], candidates: &Candidates) -> bool {
         match self {
             AnyHmac::Sha1(keys) => any_key_matches(keys, message, candidates),
-            AnyHmac::Sha256(keys) => any_key_matches(keys, message, candidates),
+            AnyHmac::Sha256(keys) => keys.matches(message, candidates),
             AnyHmac::Sha512(keys) => any_key_matches(keys, message, candidates),
+        }
+    }
+
+    /// As [`AnyHmac::matches`] (a bad signature when none does), and with SHA-256 keys the
+    /// SHA-256 of `payload` from the same pass ([`Sha256Keys::matches_digesting`]).
+    pub(crate) fn verify_digesting(
+        &self,
+        message: &[&[u8]],
+        payload: &[u8],
+        candidates: &Candidates,
+    ) -> Result<Option<[u8; 32]>, VerifyError> {
+        match self {
+            AnyHmac::Sha256(keys) => keys
+                .matches_digesting(message, payload, candidates)
+                .map(Some)
+                .ok_or(VerifyError::BadSignature),
+            other if other.matches(message, candidates) => Ok(None),
+            _ => Err(VerifyError::BadSignature),
         }
     }
 
     pub(crate) fn sign(&self, message: &[&[u8]]) -> Vec<u8> {
         match self {
             AnyHmac::Sha1(keys) => tag(&keys[0], message),
-            AnyHmac::Sha256(keys) => tag(&keys[0], message),
+            AnyHmac::Sha256(keys) => keys.sign(message),
             AnyHmac::Sha512(keys) => tag(&keys[0], message),
         }
     }

@@ -71,8 +71,13 @@ impl Provider for Slack {
             .ok_or(VerifyError::GarbledHeader(SIGNATURE_HEADER))?;
         let signatures = Candidates::single(Encoding::Hex, hex, 32, SIGNATURE_HEADER)?;
         let message: [&[u8]; 4] = [b"v0:", timestamp.as_bytes(), b":", request.body];
-        self.keyed
-            .verify(&message, &signatures, unix, request.now_unix)?;
+        let digest = self.keyed.verify_digesting(
+            &message,
+            request.body,
+            &signatures,
+            unix,
+            request.now_unix,
+        )?;
 
         let envelope: Envelope<'_> = json_object(request.body).ok_or(VerifyError::Malformed(
             "body is not a Slack Events API payload (JSON object)",
@@ -92,7 +97,8 @@ impl Provider for Slack {
             .and_then(|event| event.kind)
             .or(envelope.kind)
             .unwrap_or_default();
-        let event = VerifiedEvent::new(id, kind, request.body.clone())?;
+        let event =
+            VerifiedEvent::new(id, kind, request.body.clone())?.with_payload_digest(&digest);
         Ok(Verified::Events(vec![event]))
     }
 

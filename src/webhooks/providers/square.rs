@@ -15,7 +15,7 @@ use crate::config::{ConfigError, SourceSettings};
 use super::extract::required;
 use super::secrets;
 use super::signatures::{base64, Candidates, Encoding};
-use super::signing::{any_key_matches, keyed_macs, tag, HmacSha256};
+use super::signing::Sha256Keys;
 use super::{
     header, json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
 };
@@ -23,7 +23,7 @@ use super::{
 const SIGNATURE_HEADER: &str = "x-square-hmacsha256-signature";
 
 pub struct Square {
-    keys: Vec<HmacSha256>,
+    keys: Sha256Keys,
     notification_url: String,
 }
 
@@ -43,7 +43,7 @@ impl Square {
             ));
         }
         Ok(Self {
-            keys: keyed_macs(source, settings, secrets::raw)?,
+            keys: Sha256Keys::from_settings(source, settings, secrets::raw)?,
             notification_url: url.to_owned(),
         })
     }
@@ -66,9 +66,10 @@ impl Provider for Square {
         let value = header(request.headers, SIGNATURE_HEADER)?;
         let signatures = Candidates::single(Encoding::Base64, value.trim(), 32, SIGNATURE_HEADER)?;
         let message: [&[u8]; 2] = [self.notification_url.as_bytes(), request.body];
-        if !any_key_matches(&self.keys, &message, &signatures) {
-            return Err(VerifyError::BadSignature);
-        }
+        let digest = self
+            .keys
+            .matches_digesting(&message, request.body, &signatures)
+            .ok_or(VerifyError::BadSignature)?;
         let event: Event<'_> = json_object(request.body).ok_or(VerifyError::Malformed(
             "body is not a Square event (JSON object with a string \"event_id\")",
         ))?;
@@ -76,12 +77,13 @@ impl Provider for Square {
             event.event_id,
             event.kind.unwrap_or_default(),
             request.body.clone(),
-        )?;
+        )?
+        .with_payload_digest(&digest);
         Ok(Verified::Events(vec![event]))
     }
 
     fn sign(&self, body: &[u8], _options: &SignOptions) -> Vec<(String, String)> {
-        let mac = tag(&self.keys[0], &[self.notification_url.as_bytes(), body]);
+        let mac = self.keys.sign(&[self.notification_url.as_bytes(), body]);
         vec![
             ("x-square-hmacsha256-signature".to_owned(), base64(&mac)),
             ("Content-Type".to_owned(), "application/json".to_owned()),
@@ -95,6 +97,7 @@ mod tests {
     use hmac::Mac;
     use serde_json::json;
 
+    use super::super::signing::{tag, HmacSha256};
     use super::super::tests::support::{
         config_error, events, headers, one, settings, signed, verify,
     };

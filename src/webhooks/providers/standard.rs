@@ -105,15 +105,21 @@ impl Provider for Standard {
             }
         }
         let message: [&[u8]; 5] = [id, b".", timestamp.as_bytes(), b".", request.body];
-        self.keyed
-            .verify(&message, &signatures, unix, request.now_unix)?;
+        let digest = self.keyed.verify_digesting(
+            &message,
+            request.body,
+            &signatures,
+            unix,
+            request.now_unix,
+        )?;
 
         let id =
             std::str::from_utf8(id).map_err(|_| VerifyError::Malformed("event ID is not UTF-8"))?;
         let kind = json_object::<Payload<'_>>(request.body)
             .and_then(|payload| payload.kind)
             .unwrap_or_default();
-        let event = VerifiedEvent::new(id, kind, request.body.clone())?;
+        let event =
+            VerifiedEvent::new(id, kind, request.body.clone())?.with_payload_digest(&digest);
         Ok(Verified::Events(vec![event]))
     }
 

@@ -28,6 +28,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use sha2::Digest as _;
 
 use self::mutations::{apply, mutation};
 use super::fixtures::{body_of, provider_for, Case, Expect, FixtureFile, FIXTURES};
@@ -113,6 +114,12 @@ pub(super) fn seen(verified: &Verified) -> Seen {
             events
                 .iter()
                 .map(|e| {
+                    // A digest the signature's check computed on its way must be the SHA-256 of
+                    // exactly what the fingerprint covers.
+                    if let Some(digest) = e.payload_digest() {
+                        let fresh = sha2::Sha256::digest(e.fingerprint_input());
+                        assert_eq!(digest[..], fresh[..16], "{}", e.event_id());
+                    }
                     let id = e.event_id().to_owned();
                     (id, e.body().clone(), e.fingerprint_input().to_vec())
                 })

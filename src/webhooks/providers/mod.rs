@@ -17,8 +17,10 @@
 //! - `adyen` (classic: a signature per batch item, one event per item) and `adyen_platform`.
 //! - `generic`: a configurable HMAC shape for providers without a module of their own, and
 //!   `generic_template`, its `signed_content` template.
-//! - `signing`: keyed MACs (`Keyed` for the schemes that sign a timestamp), timestamps and
-//!   made-up IDs for `sign`; `signatures`: the signatures of a request, decoded; `params`:
+//! - `signing`: keyed MACs (`Sha256Keys` for the schemes that sign with HMAC-SHA256, `Keyed` for
+//!   those that also sign a timestamp), timestamps and made-up IDs for `sign`; `sha256`: the
+//!   HMAC-SHA256 whose check digests the payload in the same pass (the fingerprint, handed on
+//!   with `VerifiedEvent::with_payload_digest`); `signatures`: the signatures of a request, decoded; `params`:
 //!   `key=value` signature headers (Stripe, Paddle); `secrets`: every secret encoding; `extract`:
 //!   JSON pointers; `splice`: byte-preserving JSON edits for `sign_body`.
 //! - `tests` (test builds only): the tests that span more than one file, in one place. `fixtures`

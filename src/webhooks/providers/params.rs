@@ -61,13 +61,7 @@ impl ParamsShape {
     ) -> Result<[u8; 32], VerifyError> {
         let parsed = self.parse(header(request.headers, self.header)?, 32)?;
         let message: [&[u8]; 3] = [parsed.timestamp.as_bytes(), self.joiner, request.body];
-        keyed.verify_digesting(
-            &message,
-            request.body,
-            &parsed.signatures,
-            parsed.unix,
-            request.now_unix,
-        )
+        keyed.verify_digesting(&message, &parsed.signatures, parsed.unix, request)
     }
 
     /// The header value that signs `body` at `now_unix` with the first secret, as the provider

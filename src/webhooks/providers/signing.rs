@@ -18,7 +18,7 @@ use crate::config::{ConfigError, SourceSettings};
 use super::secrets::{self, Decoder};
 use super::sha256;
 use super::signatures::Candidates;
-use super::VerifyError;
+use super::{RawRequest, VerifyError};
 
 pub(crate) type HmacSha256 = Hmac<Sha256>;
 
@@ -172,21 +172,21 @@ impl Keyed {
         check_timestamp(signed_unix, now_unix, self.tolerance)
     }
 
-    /// As [`Keyed::verify`], and the SHA-256 of `payload` from the same pass (see
+    /// As [`Keyed::verify`] at the request's time, for a `message` that ends with the request's
+    /// body, and the SHA-256 of that body from the same pass (see
     /// [`Sha256Keys::matches_digesting`]).
     pub(crate) fn verify_digesting(
         &self,
         message: &[&[u8]],
-        payload: &[u8],
         signatures: &Candidates,
         signed_unix: i64,
-        now_unix: i64,
+        request: &RawRequest<'_>,
     ) -> Result<[u8; 32], VerifyError> {
         let digest = self
             .keys
-            .matches_digesting(message, payload, signatures)
+            .matches_digesting(message, request.body, signatures)
             .ok_or(VerifyError::BadSignature)?;
-        check_timestamp(signed_unix, now_unix, self.tolerance)?;
+        check_timestamp(signed_unix, request.now_unix, self.tolerance)?;
         Ok(digest)
     }
 

@@ -320,7 +320,28 @@ impl AnyHmac {
 
 #[cfg(test)]
 mod tests {
+    use sha2::Digest as _;
+
+    use super::super::signatures::Encoding;
     use super::*;
+
+    #[test]
+    fn a_later_secret_that_matches_still_hands_on_the_payload_s_digest() {
+        // Rotation: the first key's MAC is the one computed beside the digest; the request is
+        // signed with the second.
+        let keys = Sha256Keys(vec![sha256::Key::new(b"old"), sha256::Key::new(b"new")]);
+        let body = br#"{"id":"evt_1"}"#;
+        let signed = hex::encode(sha256::Key::new(b"new").mac(&[body]));
+        let candidates = Candidates::single(Encoding::Hex, &signed, 32, "x-sig").unwrap();
+        let expected: [u8; 32] = Sha256::digest(body).into();
+        assert_eq!(
+            keys.matches_digesting(&[body], body, &candidates),
+            Some(expected)
+        );
+        let forged = Candidates::single(Encoding::Hex, &"0".repeat(64), 32, "x-sig").unwrap();
+        assert_eq!(keys.matches_digesting(&[body], body, &forged), None);
+        assert!(!keys.matches(&[body], &forged));
+    }
 
     #[test]
     fn timestamps_are_checked_on_both_sides_without_overflow() {

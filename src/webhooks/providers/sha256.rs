@@ -20,8 +20,8 @@ const IV: State = [
 ];
 
 /// One HMAC-SHA256 key: the states after its inner and outer pad, each hashed once when the key
-/// is made (RFC 2104: a key longer than a block is hashed first).
-#[derive(Clone)]
+/// is made (RFC 2104: a key longer than a block is hashed first). Neither `Clone` nor `Debug`:
+/// the states stand for the secret, and are neither copied nor printed.
 pub(crate) struct Key {
     inner: State,
     outer: State,

@@ -307,7 +307,8 @@ pub async fn run(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Outp
     let _ = relay.await;
 }
 
-/// What one listener serves: its router, and whether the requests hyper refuses on it are counted.
+/// What one listener serves: its router, and its [`Kind`] (whether the requests hyper refuses on
+/// it are counted, and whether its requests carry their connection's [`RequestTimer`]).
 struct Served {
     router: Router,
     kind: Kind,

@@ -50,7 +50,7 @@ impl Provider for AdyenPlatform {
         let signatures = Candidates::single(Encoding::Base64, value.trim(), 32, SIGNATURE_HEADER)?;
         let digest = self
             .keys
-            .matches_digesting(&[request.body], request.body, &signatures)
+            .matches_digesting(&[request.body], &[request.body], &signatures)
             .ok_or(VerifyError::BadSignature)?;
         let document = parse_body(request.body)?;
         let id = id_at(&self.id_pointer, &document)?;

@@ -328,7 +328,7 @@ impl Provider for Generic {
         let (message, len) = self.message(request.body, timestamp, signed_id);
         let digest = self
             .keys
-            .verify_digesting(&message[..len], request.body, &signatures)?;
+            .verify_digesting(&message[..len], &[request.body], &signatures)?;
         if let Some((_, tolerance)) = self.timestamp {
             check_timestamp(unix, request.now_unix, tolerance)?;
         }

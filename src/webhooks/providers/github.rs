@@ -56,7 +56,7 @@ impl Provider for GitHub {
         let signatures = Candidates::single(Encoding::Hex, hex, 32, SIGNATURE_HEADER)?;
         let digest = self
             .keys
-            .matches_digesting(&[request.body], request.body, &signatures)
+            .matches_digesting(&[request.body], &[request.body], &signatures)
             .ok_or(VerifyError::BadSignature)?;
 
         // GitHub does not sign the delivery ID, so someone who captured a delivery could replay it

@@ -60,7 +60,7 @@ impl Provider for Paddle {
     }
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
-        let digest = SIGNATURE.verify_digesting(&self.keyed, request)?;
+        let digest = SIGNATURE.verify_digesting(&self.keyed, request, &[request.body])?;
         let notification: Notification<'_> = json_object(request.body).ok_or(
             VerifyError::Malformed("body is not a Paddle notification (JSON with \"event_id\")"),
         )?;

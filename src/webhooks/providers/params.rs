@@ -41,27 +41,18 @@ pub(crate) struct SignedParams<'a> {
 impl ParamsShape {
     /// Checks a request's header against `keyed`: some signature must be the HMAC-SHA256 of
     /// `<timestamp><joiner><raw body>` under some key, and only then must the timestamp be within
-    /// the tolerance. A header with no signature item we accept is a bad signature.
-    pub(crate) fn verify(
-        &self,
-        keyed: &Keyed,
-        request: &RawRequest<'_>,
-    ) -> Result<(), VerifyError> {
-        let parsed = self.parse(header(request.headers, self.header)?, 32)?;
-        let message: [&[u8]; 3] = [parsed.timestamp.as_bytes(), self.joiner, request.body];
-        keyed.verify(&message, &parsed.signatures, parsed.unix, request.now_unix)
-    }
-
-    /// As [`ParamsShape::verify`], and the SHA-256 of the raw body from the same pass (for a
-    /// scheme whose payload fingerprint covers the body as sent).
+    /// the tolerance. A header with no signature item we accept is a bad signature. Gives the
+    /// SHA-256 of the concatenated `payload` parts (what the payload's fingerprint covers: the raw
+    /// body, or the body with a field zeroed) from the same pass.
     pub(crate) fn verify_digesting(
         &self,
         keyed: &Keyed,
         request: &RawRequest<'_>,
+        payload: &[&[u8]],
     ) -> Result<[u8; 32], VerifyError> {
         let parsed = self.parse(header(request.headers, self.header)?, 32)?;
         let message: [&[u8]; 3] = [parsed.timestamp.as_bytes(), self.joiner, request.body];
-        keyed.verify_digesting(&message, &parsed.signatures, parsed.unix, request)
+        keyed.verify_digesting(&message, payload, &parsed.signatures, parsed.unix, request)
     }
 
     /// The header value that signs `body` at `now_unix` with the first secret, as the provider
@@ -114,6 +105,7 @@ mod tests {
 
     use bytes::Bytes;
     use serde_json::json;
+    use sha2::Digest as _;
 
     use super::super::secrets;
     use super::super::tests::support::{headers, settings};
@@ -202,20 +194,17 @@ mod tests {
                 body: &body,
                 now_unix,
             };
-            assert_eq!(shape.verify(&keyed, &at(317)), Ok(()));
-            assert_eq!(
-                shape.verify(&keyed, &at(318)),
-                Err(VerifyError::StaleTimestamp)
-            );
+            let digest: [u8; 32] = sha2::Sha256::digest(&body).into();
+            let verify =
+                |request: &RawRequest<'_>| shape.verify_digesting(&keyed, request, &[&body]);
+            assert_eq!(verify(&at(317)), Ok(digest));
+            assert_eq!(verify(&at(318)), Err(VerifyError::StaleTimestamp));
             let other = Bytes::from_static(b"{ }");
             let tampered = RawRequest {
                 body: &other,
                 ..at(17)
             };
-            assert_eq!(
-                shape.verify(&keyed, &tampered),
-                Err(VerifyError::BadSignature)
-            );
+            assert_eq!(verify(&tampered), Err(VerifyError::BadSignature));
         }
     }
 }

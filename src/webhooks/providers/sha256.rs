@@ -55,14 +55,18 @@ impl Key {
         self.finish(&inner)
     }
 
-    /// The MAC of the concatenated `message` parts, and the SHA-256 of `payload`, in one pass.
-    pub(crate) fn mac_and_digest(&self, message: &[&[u8]], payload: &[u8]) -> ([u8; 32], [u8; 32]) {
+    /// The MAC of the concatenated `message` parts, and the SHA-256 of the concatenated
+    /// `payload` parts, in one pass.
+    pub(crate) fn mac_and_digest(
+        &self,
+        message: &[&[u8]],
+        payload: &[&[u8]],
+    ) -> ([u8; 32], [u8; 32]) {
         let mut inner = self.inner;
         let mut plain = IV;
-        let payload = [payload];
         lockstep(
             (&mut inner, Blocks::new(message, BLOCK as u64)),
-            (&mut plain, Blocks::new(&payload, 0)),
+            (&mut plain, Blocks::new(payload, 0)),
         );
         (self.finish(&inner), bytes_of(&plain))
     }
@@ -295,10 +299,17 @@ mod tests {
                     let body = bytes(m, 2);
                     let payload = bytes(p, 9);
                     let joined = [head.as_slice(), &body].concat();
-                    let (mac, digest) = key.mac_and_digest(&[&head, &body], &payload);
+                    let (mac, digest) = key.mac_and_digest(&[&head, &body], &[&payload]);
                     assert_eq!(mac, reference_mac(&key_bytes, &joined), "{prefix}+{m}, {p}");
                     let expected: [u8; 32] = Sha256::digest(&payload).into();
                     assert_eq!(digest, expected, "{prefix}+{m}, {p}");
+                    // The payload in parts (as a field zeroed in place: before, `0`, after).
+                    let (before, after) = (&payload[..p / 3], &payload[p / 2..]);
+                    let edited = [before, b"0", after].concat();
+                    let (mac, digest) = key.mac_and_digest(&[&head, &body], &[before, b"0", after]);
+                    assert_eq!(mac, reference_mac(&key_bytes, &joined), "{prefix}+{m}, {p}");
+                    let expected: [u8; 32] = Sha256::digest(&edited).into();
+                    assert_eq!(digest, expected, "{prefix}+{m}, {p} in parts");
                 }
             }
         }

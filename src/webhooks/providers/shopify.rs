@@ -69,7 +69,7 @@ impl Provider for Shopify {
         let signatures = Candidates::single(Encoding::Base64, value.trim(), 32, names.hmac)?;
         let digest = self
             .keys
-            .matches_digesting(&[request.body], request.body, &signatures)
+            .matches_digesting(&[request.body], &[request.body], &signatures)
             .ok_or(VerifyError::BadSignature)?;
         let id = request
             .headers

@@ -90,13 +90,13 @@ impl Sha256Keys {
             .any(|key| equals_any(&key.mac(message), candidates))
     }
 
-    /// As [`Sha256Keys::matches`], and the SHA-256 of `payload` when a key matched: the first
-    /// key's MAC and the digest come from one pass over both (the payload's fingerprint is then
-    /// not hashed again downstream).
+    /// As [`Sha256Keys::matches`], and the SHA-256 of the concatenated `payload` parts when a
+    /// key matched: the first key's MAC and the digest come from one pass over both (the
+    /// payload's fingerprint is then not hashed again downstream).
     pub(crate) fn matches_digesting(
         &self,
         message: &[&[u8]],
-        payload: &[u8],
+        payload: &[&[u8]],
         candidates: &Candidates,
     ) -> Option<[u8; 32]> {
         let (first, others) = self.0.split_first()?;
@@ -152,39 +152,32 @@ impl Keyed {
         self.tolerance
     }
 
-    /// True when any key's MAC over `message` equals any of `signatures` (none never matches).
-    pub(crate) fn matches(&self, message: &[&[u8]], signatures: &Candidates) -> bool {
-        self.keys.matches(message, signatures)
+    /// Whether any key's MAC over `message` equals any of `signatures` (none never matches), and
+    /// then the SHA-256 of the concatenated `payload` parts from the same pass (see
+    /// [`Sha256Keys::matches_digesting`]).
+    pub(crate) fn matches_digesting(
+        &self,
+        message: &[&[u8]],
+        payload: &[&[u8]],
+        signatures: &Candidates,
+    ) -> Option<[u8; 32]> {
+        self.keys.matches_digesting(message, payload, signatures)
     }
 
     /// Checks the signatures over `message`, then that `signed_unix` is within the tolerance of
-    /// `now_unix`.
-    pub(crate) fn verify(
-        &self,
-        message: &[&[u8]],
-        signatures: &Candidates,
-        signed_unix: i64,
-        now_unix: i64,
-    ) -> Result<(), VerifyError> {
-        if !self.matches(message, signatures) {
-            return Err(VerifyError::BadSignature);
-        }
-        check_timestamp(signed_unix, now_unix, self.tolerance)
-    }
-
-    /// As [`Keyed::verify`] at the request's time, for a `message` that ends with the request's
-    /// body, and the SHA-256 of that body from the same pass (see
-    /// [`Sha256Keys::matches_digesting`]).
+    /// the request's time; and gives the SHA-256 of the concatenated `payload` parts (what the
+    /// payload's fingerprint covers: the body, or the body with a field zeroed) from the same
+    /// pass (see [`Sha256Keys::matches_digesting`]).
     pub(crate) fn verify_digesting(
         &self,
         message: &[&[u8]],
+        payload: &[&[u8]],
         signatures: &Candidates,
         signed_unix: i64,
         request: &RawRequest<'_>,
     ) -> Result<[u8; 32], VerifyError> {
         let digest = self
-            .keys
-            .matches_digesting(message, request.body, signatures)
+            .matches_digesting(message, payload, signatures)
             .ok_or(VerifyError::BadSignature)?;
         check_timestamp(signed_unix, request.now_unix, self.tolerance)?;
         Ok(digest)
@@ -292,11 +285,12 @@ impl AnyHmac {
     }
 
     /// As [`AnyHmac::matches`] (a bad signature when none does), and with SHA-256 keys the
-    /// SHA-256 of `payload` from the same pass ([`Sha256Keys::matches_digesting`]).
+    /// SHA-256 of the concatenated `payload` parts from the same pass
+    /// ([`Sha256Keys::matches_digesting`]).
     pub(crate) fn verify_digesting(
         &self,
         message: &[&[u8]],
-        payload: &[u8],
+        payload: &[&[u8]],
         candidates: &Candidates,
     ) -> Result<Option<[u8; 32]>, VerifyError> {
         match self {
@@ -335,11 +329,11 @@ mod tests {
         let candidates = Candidates::single(Encoding::Hex, &signed, 32, "x-sig").unwrap();
         let expected: [u8; 32] = Sha256::digest(body).into();
         assert_eq!(
-            keys.matches_digesting(&[body], body, &candidates),
+            keys.matches_digesting(&[body], &[body], &candidates),
             Some(expected)
         );
         let forged = Candidates::single(Encoding::Hex, &"0".repeat(64), 32, "x-sig").unwrap();
-        assert_eq!(keys.matches_digesting(&[body], body, &forged), None);
+        assert_eq!(keys.matches_digesting(&[body], &[body], &forged), None);
         assert!(!keys.matches(&[body], &forged));
     }
 

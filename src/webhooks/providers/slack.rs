@@ -71,9 +71,9 @@ impl Provider for Slack {
             .ok_or(VerifyError::GarbledHeader(SIGNATURE_HEADER))?;
         let signatures = Candidates::single(Encoding::Hex, hex, 32, SIGNATURE_HEADER)?;
         let message: [&[u8]; 4] = [b"v0:", timestamp.as_bytes(), b":", request.body];
-        let digest = self
-            .keyed
-            .verify_digesting(&message, &signatures, unix, request)?;
+        let digest =
+            self.keyed
+                .verify_digesting(&message, &[request.body], &signatures, unix, request)?;
 
         let envelope: Envelope<'_> = json_object(request.body).ok_or(VerifyError::Malformed(
             "body is not a Slack Events API payload (JSON object)",

@@ -1,4 +1,5 @@
-//! Byte-preserving edits of JSON documents, for the `sign_body` of schemes that sign inside the body.
+//! Byte-preserving edits of JSON documents: for the `sign_body` of schemes that sign inside the
+//! body, and for the payload fingerprints that leave out a field a provider changes between attempts.
 //!
 //! Signing a body must change only what the scheme needs: Adyen forwards each item's bytes as they
 //! were sent, and someone who signs a pretty-printed file expects it back pretty-printed. So rather
@@ -8,11 +9,13 @@
 use std::fmt;
 use std::ops::Range;
 
+use memchr::memmem;
+
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::SignError;
+use super::{SignError, VerifiedEvent};
 
 /// The members of one JSON object, in document order, each value borrowed from the text.
 pub(crate) struct Members<'a>(Vec<(String, &'a RawValue)>);
@@ -58,17 +61,86 @@ impl<'de> Deserialize<'de> for Members<'de> {
 /// `doc` with the bytes of `part` (a value parsed out of `doc`) replaced by `0`: what a payload
 /// fingerprint covers when a provider changes that field between attempts of one event.
 pub(crate) fn zeroed(doc: &[u8], part: &RawValue) -> Vec<u8> {
+    let span = span_of(doc, part);
+    let mut out = Vec::with_capacity(doc.len());
+    out.extend_from_slice(&doc[..span.start]);
+    out.push(b'0');
+    out.extend_from_slice(&doc[span.end..]);
+    out
+}
+
+/// Where in `doc` the bytes of `part` (a value parsed out of `doc`) are.
+fn span_of(doc: &[u8], part: &RawValue) -> Range<usize> {
     let text = part.get();
     let start = (text.as_ptr() as usize).wrapping_sub(doc.as_ptr() as usize);
     assert!(
         start <= doc.len() && text.len() <= doc.len() - start,
         "the value was not parsed out of this document"
     );
-    let mut out = Vec::with_capacity(doc.len());
-    out.extend_from_slice(&doc[..start]);
-    out.push(b'0');
-    out.extend_from_slice(&doc[start + text.len()..]);
-    out
+    start..start + text.len()
+}
+
+/// What [`zeroed`] will make of a body once it is parsed, guessed from its raw bytes before
+/// that: the signature's HMAC and the SHA-256 of the fingerprint's input then run in one pass
+/// (`Keyed::verify_digesting`) for a scheme that zeroes a field its provider changes between
+/// attempts (Stripe's `pending_webhooks`, Linear's `webhookTimestamp`). The guess is the number
+/// after the last `"<key>":` of the text. It counts only if the parse then finds the member's
+/// value at exactly those bytes ([`ZeroedGuess::settle`]): a wrong guess costs a second pass
+/// over the body downstream, never a wrong fingerprint. Nothing here reads more than the text.
+pub(crate) struct ZeroedGuess<'a> {
+    doc: &'a [u8],
+    span: Option<Range<usize>>,
+}
+
+impl<'a> ZeroedGuess<'a> {
+    /// `quoted_key`: a finder of the member's name with its quotes, as it appears in the text
+    /// (made once per provider: [`memmem::Finder::new`]). It searches forwards with SIMD, where
+    /// a search from the end would go byte by byte.
+    pub(crate) fn new(doc: &'a [u8], quoted_key: &memmem::Finder<'_>) -> Self {
+        let span = quoted_key.find_iter(doc).last().and_then(|at| {
+            let quoted_key = quoted_key.needle();
+            let blank = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+            let mut i = at + quoted_key.len();
+            i += doc[i..].iter().take_while(|b| blank(b)).count();
+            (doc.get(i) == Some(&b':')).then_some(())?;
+            i += 1;
+            i += doc[i..].iter().take_while(|b| blank(b)).count();
+            let number = doc[i..]
+                .iter()
+                .take_while(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+                .count();
+            (number > 0).then_some(i..i + number)
+        });
+        Self { doc, span }
+    }
+
+    /// The guessed input in parts: the text before the value, `0`, the text after it; or, with
+    /// no guess, the text as it is.
+    pub(crate) fn parts(&self) -> [&'a [u8]; 3] {
+        match &self.span {
+            Some(span) => [&self.doc[..span.start], b"0", &self.doc[span.end..]],
+            None => [self.doc, b"", b""],
+        }
+    }
+
+    /// `event` with what its fingerprint covers (`doc` with `value` zeroed, or with no such
+    /// member `doc` itself), and, when the guess was that, `digest`: the SHA-256 of
+    /// [`ZeroedGuess::parts`].
+    pub(crate) fn settle(
+        &self,
+        event: VerifiedEvent,
+        value: Option<&RawValue>,
+        digest: &[u8; 32],
+    ) -> VerifiedEvent {
+        match (value, &self.span) {
+            (Some(value), Some(span)) if span_of(self.doc, value) == *span => event
+                .with_fingerprint_input(zeroed(self.doc, value))
+                .with_payload_digest(digest),
+            (Some(value), _) => event.with_fingerprint_input(zeroed(self.doc, value)),
+            (None, None) => event.with_payload_digest(digest),
+            (None, Some(_)) => event,
+        }
+    }
 }
 
 /// Replacements and insertions in one document, applied together at the end.
@@ -186,6 +258,72 @@ mod tests {
             String::from_utf8(edits.apply()).unwrap(),
             r#"{"items":[{"x":{"s":"new"}},{"y":1,"x":{}}],"z":0}"#
         );
+    }
+
+    /// What [`ZeroedGuess::settle`] leaves on an event for `doc` and its top-level `key`: the
+    /// fingerprint's input, and whether it carries a digest (checked to be that input's).
+    fn settled(doc: &str, key: &str) -> (String, bool) {
+        use sha2::Digest as _;
+        let object: &RawValue = serde_json::from_str(doc).unwrap();
+        let value = Members::of(object).unwrap().get(key).unwrap();
+        let quoted = format!("\"{key}\"");
+        let guess = ZeroedGuess::new(doc.as_bytes(), &memmem::Finder::new(&quoted));
+        let digest: [u8; 32] = sha2::Sha256::digest(guess.parts().concat()).into();
+        let event = VerifiedEvent::new("evt_1", "t", bytes::Bytes::from(doc.to_owned())).unwrap();
+        let event = guess.settle(event, value, &digest);
+        let input = String::from_utf8(event.fingerprint_input().to_vec()).unwrap();
+        if let Some(carried) = event.payload_digest() {
+            assert_eq!(carried[..], sha2::Sha256::digest(&input)[..16], "{doc}");
+        }
+        (input, event.payload_digest().is_some())
+    }
+
+    #[test]
+    fn a_member_zeroed_before_the_parse_is_hashed_in_the_signature_s_pass() {
+        let zeroed = |doc: &str, expected: &str| {
+            assert_eq!(settled(doc, "n"), (expected.to_owned(), true), "{doc}");
+        };
+        zeroed(r#"{"id":"a","n":3,"z":1}"#, r#"{"id":"a","n":0,"z":1}"#);
+        zeroed(r#"{"id":"a","n":12345}"#, r#"{"id":"a","n":0}"#);
+        zeroed(
+            "{\n  \"n\" :\t -1.5e+3 ,\r\n  \"z\": 1\n}",
+            "{\n  \"n\" :\t 0 ,\r\n  \"z\": 1\n}",
+        );
+        // A nested member of that name before the top-level one: the last one is guessed.
+        zeroed(r#"{"d":{"n":7},"n":2}"#, r#"{"d":{"n":7},"n":0}"#);
+        // A string that mentions the name: its quotes are escaped, so it is not a member.
+        zeroed(r#"{"s":"\"n\":4","n":2}"#, r#"{"s":"\"n\":4","n":0}"#);
+        // No such member: the body as it is, hashed in the same pass.
+        assert_eq!(
+            settled(r#"{"id":"a"}"#, "n"),
+            (r#"{"id":"a"}"#.to_owned(), true)
+        );
+    }
+
+    #[test]
+    fn a_wrong_guess_costs_a_second_pass_never_a_wrong_fingerprint() {
+        // A nested member after the top-level one: the guess is the nested one's.
+        assert_eq!(
+            settled(r#"{"n":2,"d":{"n":7}}"#, "n"),
+            (r#"{"n":0,"d":{"n":7}}"#.to_owned(), false)
+        );
+        // Only a nested member: the fingerprint covers the body as sent.
+        let nested = r#"{"d":{"n":7}}"#;
+        assert_eq!(settled(nested, "n"), (nested.to_owned(), false));
+        // A value that is not a number is zeroed all the same, but was not guessed.
+        assert_eq!(
+            settled(r#"{"n":null,"z":1}"#, "n"),
+            (r#"{"n":0,"z":1}"#.to_owned(), false)
+        );
+        assert_eq!(
+            settled(r#"{"n":"5"}"#, "n"),
+            (r#"{"n":0}"#.to_owned(), false)
+        );
+        // The name at the very end of the text, with nothing after it.
+        let name = memmem::Finder::new(br#""n""#);
+        for text in [&br#"{"n""#[..], br#"{"n":"#, br#"{"n": "#] {
+            assert_eq!(ZeroedGuess::new(text, &name).parts(), [text, b"", b""]);
+        }
     }
 
     #[test]

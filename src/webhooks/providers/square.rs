@@ -68,7 +68,7 @@ impl Provider for Square {
         let message: [&[u8]; 2] = [self.notification_url.as_bytes(), request.body];
         let digest = self
             .keys
-            .matches_digesting(&message, request.body, &signatures)
+            .matches_digesting(&message, &[request.body], &signatures)
             .ok_or(VerifyError::BadSignature)?;
         let event: Event<'_> = json_object(request.body).ok_or(VerifyError::Malformed(
             "body is not a Square event (JSON object with a string \"event_id\")",

@@ -105,9 +105,9 @@ impl Provider for Standard {
             }
         }
         let message: [&[u8]; 5] = [id, b".", timestamp.as_bytes(), b".", request.body];
-        let digest = self
-            .keyed
-            .verify_digesting(&message, &signatures, unix, request)?;
+        let digest =
+            self.keyed
+                .verify_digesting(&message, &[request.body], &signatures, unix, request)?;
 
         let id =
             std::str::from_utf8(id).map_err(|_| VerifyError::Malformed("event ID is not UTF-8"))?;

@@ -17,6 +17,8 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
+use memchr::memmem;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -25,7 +27,7 @@ use crate::config::{ConfigError, SourceSettings};
 use super::params::ParamsShape;
 use super::secrets;
 use super::signing::Keyed;
-use super::splice::zeroed;
+use super::splice::ZeroedGuess;
 use super::{json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError};
 
 /// `Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]` over `"<t>.<raw body>"`.
@@ -42,12 +44,17 @@ const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 pub struct Stripe {
     keyed: Keyed,
+    /// Finds `"pending_webhooks"` in a body before it is parsed (see [`ZeroedGuess`]).
+    pending: memmem::Finder<'static>,
 }
 
 impl Stripe {
     pub fn from_settings(source: &str, settings: &SourceSettings) -> Result<Self, ConfigError> {
         let keyed = Keyed::from_settings(source, settings, secrets::raw, DEFAULT_TOLERANCE)?;
-        Ok(Self { keyed })
+        Ok(Self {
+            keyed,
+            pending: memmem::Finder::new(b"\"pending_webhooks\""),
+        })
     }
 }
 
@@ -69,23 +76,22 @@ impl Provider for Stripe {
     }
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
+        // `pending_webhooks` describes delivery progress, not the event: a retry may carry another
+        // count, and must still be recognised as a duplicate rather than a different payload. So
+        // the fingerprint covers the body with that count zeroed, hashed in the signature's pass.
+        let guess = ZeroedGuess::new(request.body, &self.pending);
         // A header with only `v0` (or future) schemes is well formed but carries nothing we accept:
         // no signature, so no match.
-        SIGNATURE.verify(&self.keyed, request)?;
+        let digest = SIGNATURE.verify_digesting(&self.keyed, request, &guess.parts())?;
         let event: StripeEvent<'_> = json_object(request.body).ok_or(VerifyError::Malformed(
             "body is not a Stripe event (a JSON object with a string \"id\")",
         ))?;
-        let pending = event.pending_webhooks;
-        let mut verified = VerifiedEvent::new(
+        let verified = VerifiedEvent::new(
             event.id,
             event.kind.unwrap_or_default(),
             request.body.clone(),
         )?;
-        // `pending_webhooks` describes delivery progress, not the event: a retry may carry another
-        // count, and must still be recognised as a duplicate rather than a different payload.
-        if let Some(pending) = pending {
-            verified = verified.with_fingerprint_input(zeroed(request.body, pending));
-        }
+        let verified = guess.settle(verified, event.pending_webhooks, &digest);
         Ok(Verified::Events(vec![verified]))
     }
 

@@ -91,7 +91,13 @@ fn hmac512(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
 fn body(event: &Event) -> Vec<u8> {
     let (id, payload) = (&event.id, &event.payload);
     let value = match event.scheme {
-        "stripe" => json!({ "id": id, "type": "charge.succeeded", "data": payload }),
+        // The count Stripe changes between attempts, which the fingerprint leaves out; in every
+        // other event also a member of that name nested after it (the guess made before the
+        // parse is then wrong, and the fingerprint must not follow it).
+        "stripe" if event.age % 2 == 0 => json!({ "id": id, "type": "charge.succeeded",
+            "data": payload, "pending_webhooks": event.age % 5 }),
+        "stripe" => json!({ "id": id, "type": "charge.succeeded", "data": payload,
+            "pending_webhooks": event.age % 5, "zz": { "pending_webhooks": 1 } }),
         "paddle" => json!({ "event_id": id, "event_type": "transaction.paid", "data": payload }),
         "slack" => {
             json!({ "event_id": id, "type": "event_callback", "event": { "text": payload } })

@@ -28,6 +28,12 @@ pub fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// A duration in seconds as the milliseconds a log line gives, to the microsecond: `1.802`
+/// rather than the `1.8024099999999998` of the seconds times a thousand.
+pub fn log_millis(seconds: f64) -> f64 {
+    (seconds * 1e6).round() / 1e3
+}
+
 /// Runs `f` when dropped, also when the future holding it is cancelled (a client that goes away
 /// cancels its request's handler), so that gauges incremented before it are always decremented.
 pub fn scopeguard(f: impl FnOnce()) -> impl Drop {
@@ -169,6 +175,20 @@ mod tests {
         }
         let v6: IpAddr = "2001:db8::1".parse().unwrap();
         assert_eq!(with_ip_text(v6, str::to_owned), "2001:db8::1");
+    }
+
+    #[test]
+    fn log_millis_are_whole_microseconds_written_short() {
+        let text = |seconds: f64| serde_json::to_string(&log_millis(seconds)).unwrap();
+        assert_eq!(text(0.0018024099999999998), "1.802");
+        assert_eq!(text(0.0018025), "1.803");
+        assert_eq!(text(0.000_000_4), "0.0");
+        assert_eq!(text(12.345_678_9), "12345.679");
+        for micros in [1u64, 999, 1_000, 1_001, 123_456, 9_999_999] {
+            let seconds = std::time::Duration::from_micros(micros).as_secs_f64();
+            let exact = serde_json::to_string(&(micros as f64 / 1e3)).unwrap();
+            assert_eq!(text(seconds), exact, "{micros}");
+        }
     }
 
     #[tokio::test]

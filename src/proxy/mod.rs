@@ -373,7 +373,7 @@ impl Proxy {
         let seconds = started.elapsed().as_secs_f64();
         self.metrics.request(outcome, seconds);
         let status = response.status().as_u16();
-        let latency_ms = seconds * 1e3;
+        let latency_ms = crate::util::log_millis(seconds);
         // Never the scope headers or the key's record: the principal stays out of every log.
         // Passed-through requests are the upstream's business; they log at debug only.
         if outcome == ProxyOutcome::PassedThrough {

@@ -110,7 +110,7 @@ impl Reply {
         status: StatusCode,
         elapsed: Duration,
     ) {
-        let latency_ms = elapsed.as_secs_f64() * 1000.0;
+        let latency_ms = crate::util::log_millis(elapsed.as_secs_f64());
         let event_id = self.event_id.as_deref().unwrap_or("");
         let outcome = self.outcome.label();
         let status = status.as_u16();

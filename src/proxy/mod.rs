@@ -374,12 +374,30 @@ impl Proxy {
         self.metrics.request(outcome, seconds);
         let status = response.status().as_u16();
         let latency_ms = crate::util::log_millis(seconds);
+        // As text, not `%` (Display through the formatting machinery): the same line, made faster.
+        let (proxy, method) = (self.name.as_str(), method.as_str());
         // Never the scope headers or the key's record: the principal stays out of every log.
         // Passed-through requests are the upstream's business; they log at debug only.
         if outcome == ProxyOutcome::PassedThrough {
-            tracing::debug!(proxy = %self.name, outcome = outcome.label(), status, %method, path, latency_ms, detail);
+            tracing::debug!(
+                proxy,
+                outcome = outcome.label(),
+                status,
+                method,
+                path,
+                latency_ms,
+                detail
+            );
         } else {
-            tracing::info!(proxy = %self.name, outcome = outcome.label(), status, %method, path, latency_ms, detail);
+            tracing::info!(
+                proxy,
+                outcome = outcome.label(),
+                status,
+                method,
+                path,
+                latency_ms,
+                detail
+            );
         }
         response
     }

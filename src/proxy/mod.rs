@@ -378,26 +378,23 @@ impl Proxy {
         let (proxy, method) = (self.name.as_str(), method.as_str());
         // Never the scope headers or the key's record: the principal stays out of every log.
         // Passed-through requests are the upstream's business; they log at debug only.
+        macro_rules! log_at {
+            ($level:ident) => {
+                tracing::$level!(
+                    proxy,
+                    outcome = outcome.label(),
+                    status,
+                    method,
+                    path,
+                    latency_ms,
+                    detail
+                )
+            };
+        }
         if outcome == ProxyOutcome::PassedThrough {
-            tracing::debug!(
-                proxy,
-                outcome = outcome.label(),
-                status,
-                method,
-                path,
-                latency_ms,
-                detail
-            );
+            log_at!(debug);
         } else {
-            tracing::info!(
-                proxy,
-                outcome = outcome.label(),
-                status,
-                method,
-                path,
-                latency_ms,
-                detail
-            );
+            log_at!(info);
         }
         response
     }

@@ -11,8 +11,6 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use memchr::memmem;
-
 use serde::Deserialize;
 
 use serde_json::value::RawValue;
@@ -22,7 +20,7 @@ use crate::config::{ConfigError, SourceSettings};
 use super::secrets;
 use super::signatures::{Candidates, Encoding};
 use super::signing::{parse_unix, random_uuid, Keyed};
-use super::splice::{Edits, Members, ZeroedGuess};
+use super::splice::{Edits, Members, ZeroedMember};
 use super::{
     header, id_from_header, json_object, Provider, RawRequest, SignError, SignOptions, Verified,
     VerifiedEvent, VerifyError,
@@ -34,8 +32,8 @@ const DEFAULT_TOLERANCE: Duration = Duration::from_secs(60);
 
 pub struct Linear {
     keyed: Keyed,
-    /// Finds `"webhookTimestamp"` in a body before it is parsed (see [`ZeroedGuess`]).
-    timestamp: memmem::Finder<'static>,
+    /// `webhookTimestamp`, which the fingerprint zeroes (see [`ZeroedMember`]).
+    timestamp: ZeroedMember,
 }
 
 impl Linear {
@@ -43,7 +41,7 @@ impl Linear {
         let keyed = Keyed::from_settings(source, settings, secrets::raw, DEFAULT_TOLERANCE)?;
         Ok(Self {
             keyed,
-            timestamp: memmem::Finder::new(b"\"webhookTimestamp\""),
+            timestamp: ZeroedMember::new("webhookTimestamp"),
         })
     }
 
@@ -72,7 +70,7 @@ impl Provider for Linear {
         // Every attempt carries a fresh webhookTimestamp: the fingerprint leaves it out (or a
         // retry of a forwarded event would look like a different payload), hashed in the
         // signature's pass.
-        let guess = ZeroedGuess::new(request.body, &self.timestamp);
+        let guess = self.timestamp.guess(request.body);
         let digest = self
             .keyed
             .matches_digesting(&[request.body], &guess.parts(), &signatures)

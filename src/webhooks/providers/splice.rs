@@ -80,6 +80,22 @@ fn span_of(doc: &[u8], part: &RawValue) -> Range<usize> {
     start..start + text.len()
 }
 
+/// A top-level member that a scheme's fingerprint zeroes (Stripe's `pending_webhooks`, Linear's
+/// `webhookTimestamp`), and the search that finds its name in a raw body, made once per provider.
+pub(crate) struct ZeroedMember(memmem::Finder<'static>);
+
+impl ZeroedMember {
+    /// `key`: the member's name, as it appears between its quotes.
+    pub(crate) fn new(key: &str) -> Self {
+        Self(memmem::Finder::new(format!("\"{key}\"").as_bytes()).into_owned())
+    }
+
+    /// The guess at where this member's value is in `doc`.
+    pub(crate) fn guess<'a>(&self, doc: &'a [u8]) -> ZeroedGuess<'a> {
+        ZeroedGuess::new(doc, &self.0)
+    }
+}
+
 /// What [`zeroed`] will make of a body once it is parsed, guessed from its raw bytes before
 /// that: the signature's HMAC and the SHA-256 of the fingerprint's input then run in one pass
 /// (`Keyed::verify_digesting`) for a scheme that zeroes a field its provider changes between
@@ -93,10 +109,9 @@ pub(crate) struct ZeroedGuess<'a> {
 }
 
 impl<'a> ZeroedGuess<'a> {
-    /// `quoted_key`: a finder of the member's name with its quotes, as it appears in the text
-    /// (made once per provider: [`memmem::Finder::new`]). It searches forwards with SIMD, where
-    /// a search from the end would go byte by byte.
-    pub(crate) fn new(doc: &'a [u8], quoted_key: &memmem::Finder<'_>) -> Self {
+    /// `quoted_key`: a finder of the member's name with its quotes, as it appears in the text.
+    /// It searches forwards with SIMD, where a search from the end would go byte by byte.
+    fn new(doc: &'a [u8], quoted_key: &memmem::Finder<'_>) -> Self {
         let span = quoted_key.find_iter(doc).last().and_then(|at| {
             let quoted_key = quoted_key.needle();
             let blank = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
@@ -266,8 +281,7 @@ mod tests {
         use sha2::Digest as _;
         let object: &RawValue = serde_json::from_str(doc).unwrap();
         let value = Members::of(object).unwrap().get(key).unwrap();
-        let quoted = format!("\"{key}\"");
-        let guess = ZeroedGuess::new(doc.as_bytes(), &memmem::Finder::new(&quoted));
+        let guess = ZeroedMember::new(key).guess(doc.as_bytes());
         let digest: [u8; 32] = sha2::Sha256::digest(guess.parts().concat()).into();
         let event = VerifiedEvent::new("evt_1", "t", bytes::Bytes::from(doc.to_owned())).unwrap();
         let event = guess.settle(event, value, &digest);
@@ -320,9 +334,9 @@ mod tests {
             (r#"{"n":0}"#.to_owned(), false)
         );
         // The name at the very end of the text, with nothing after it.
-        let name = memmem::Finder::new(br#""n""#);
+        let name = ZeroedMember::new("n");
         for text in [&br#"{"n""#[..], br#"{"n":"#, br#"{"n": "#] {
-            assert_eq!(ZeroedGuess::new(text, &name).parts(), [text, b"", b""]);
+            assert_eq!(name.guess(text).parts(), [text, b"", b""]);
         }
     }
 

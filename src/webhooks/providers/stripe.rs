@@ -17,8 +17,6 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use memchr::memmem;
-
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -27,7 +25,7 @@ use crate::config::{ConfigError, SourceSettings};
 use super::params::ParamsShape;
 use super::secrets;
 use super::signing::Keyed;
-use super::splice::ZeroedGuess;
+use super::splice::ZeroedMember;
 use super::{json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError};
 
 /// `Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]` over `"<t>.<raw body>"`.
@@ -44,8 +42,8 @@ const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 pub struct Stripe {
     keyed: Keyed,
-    /// Finds `"pending_webhooks"` in a body before it is parsed (see [`ZeroedGuess`]).
-    pending: memmem::Finder<'static>,
+    /// `pending_webhooks`, which the fingerprint zeroes (see [`ZeroedMember`]).
+    pending: ZeroedMember,
 }
 
 impl Stripe {
@@ -53,7 +51,7 @@ impl Stripe {
         let keyed = Keyed::from_settings(source, settings, secrets::raw, DEFAULT_TOLERANCE)?;
         Ok(Self {
             keyed,
-            pending: memmem::Finder::new(b"\"pending_webhooks\""),
+            pending: ZeroedMember::new("pending_webhooks"),
         })
     }
 }
@@ -79,7 +77,7 @@ impl Provider for Stripe {
         // `pending_webhooks` describes delivery progress, not the event: a retry may carry another
         // count, and must still be recognised as a duplicate rather than a different payload. So
         // the fingerprint covers the body with that count zeroed, hashed in the signature's pass.
-        let guess = ZeroedGuess::new(request.body, &self.pending);
+        let guess = self.pending.guess(request.body);
         // A header with only `v0` (or future) schemes is well formed but carries nothing we accept:
         // no signature, so no match.
         let digest = SIGNATURE.verify_digesting(&self.keyed, request, &guess.parts())?;

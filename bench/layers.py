@@ -9,6 +9,11 @@ counts as that function's), hookonce's own code by its module, the allocator and
 functions by name. The layers therefore add up to the whole. User-space instructions only: the
 kernel's work for a request (socket reads and writes, epoll, futex) is not in them.
 
+With INSTR_CACHE=1 the dump also holds callgrind's cache simulation (the host's L1 geometry, no
+prefetching), and the L1 misses per request are printed after the layers: at equal instruction
+counts, the memory a request touches for the first time (a future moved into a new box, say) is
+what tells two servers apart.
+
 SHA-256 is shown apart: valgrind hides the CPU's SHA extensions, so under callgrind the sha2
 crate runs its software rounds (about 3 600 instructions per 64-byte block), which a native run
 does in a fraction of that. Compare the servers on the total without it.
@@ -150,6 +155,19 @@ def self_costs(path):
     return costs
 
 
+def cache_misses(path):
+    """The dump's simulated L1 misses (callgrind --cache-sim=yes, INSTR_CACHE=1), or None."""
+    events = None
+    with open(path, errors="replace") as dump:
+        for line in dump:
+            if line.startswith("events:"):
+                events = line.split()[1:]
+            elif line.startswith(("summary:", "totals:")) and events and "I1mr" in events:
+                counts = dict(zip(events, map(int, line.split()[1:])))
+                return counts["I1mr"], counts["D1mr"], counts["D1mw"]
+    return None
+
+
 def main():
     path, requests, name = sys.argv[1], max(int(sys.argv[2]), 1), sys.argv[3]
     detail = "--detail" in sys.argv
@@ -166,6 +184,11 @@ def main():
     print(f"{'layer':<52} {'instr/request':>14}")
     for layer, cost in sorted(layers.items(), key=lambda kv: -kv[1]):
         print(f"{layer:<52} {cost / requests:14,.0f}")
+    misses = cache_misses(path)
+    if misses:
+        i1, d1r, d1w = (count / requests for count in misses)
+        print(f"simulated L1 misses per request: instructions {i1:,.0f}, data reads {d1r:,.0f}, "
+              f"data writes {d1w:,.0f}")
     if detail:
         print()
         for key, cost in crates.most_common(40):

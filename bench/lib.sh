@@ -149,7 +149,7 @@ hwm_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 # counters written into DIR (each dump a callgrind.out.N there).
 callgrind_command() {
     CALLGRIND=(valgrind --tool=callgrind --callgrind-out-file="$1/callgrind.out" --dump-instr=no
-        --separate-threads=no)
+        --separate-threads=no ${INSTR_CACHE:+--cache-sim=yes})
 }
 
 # callgrind_window PID SECONDS NAME COUNT_COMMAND…: zeroes the counters of PID (a process under

@@ -191,17 +191,47 @@ impl<F: Future + Unpin> Future for Within<F> {
 /// `future`, answered `None` if it is not done within `timeout` of its first wait. The timer is
 /// made only then: a future that is ready when first polled (a body that came whole with its
 /// headers) takes no clock reading and no timer at all.
-pub async fn within_once_waiting<F: Future>(timeout: Duration, future: F) -> Option<F::Output> {
-    let mut future = std::pin::pin!(future);
-    let first = std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await;
-    match first {
-        Poll::Ready(output) => Some(output),
-        Poll::Pending => tokio::time::timeout(timeout, future).await.ok(),
+pub fn within_once_waiting<F: Future>(timeout: Duration, future: F) -> OnceWaiting<F> {
+    OnceWaiting {
+        future,
+        deadline: None,
+        timeout,
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// See [`within_once_waiting`]. A future of its own rather than an `async fn`, which would
+    /// keep `future` twice (as its argument and pinned inside): `future` is here once, beside
+    /// its timer.
+    pub struct OnceWaiting<F> {
+        #[pin]
+        future: F,
+        #[pin]
+        deadline: Option<tokio::time::Sleep>,
+        timeout: Duration,
+    }
+}
+
+impl<F: Future> Future for OnceWaiting<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if let Poll::Ready(output) = this.future.poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        if this.deadline.is_none() {
+            this.deadline.set(Some(tokio::time::sleep(*this.timeout)));
+        }
+        match this.deadline.as_pin_mut().map(|deadline| deadline.poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(None),
+            _ => Poll::Pending,
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use hyper::rt::{Sleep, Timer};
 
     use super::*;
@@ -314,6 +344,27 @@ mod tests {
         let answered = within_once_waiting(Duration::from_millis(100), quick).await;
         assert_eq!(answered, Some(()));
         assert_eq!(clock.elapsed(), Duration::from_millis(150));
+    }
+
+    /// A future of 4 KB that waits once, as a request's inner futures do.
+    pub(crate) async fn large_future() -> u8 {
+        let held = [7u8; 4096];
+        tokio::task::yield_now().await;
+        held[4095]
+    }
+
+    /// The lazy timeout holds its future once, beside its timer: as an `async fn` it kept it
+    /// twice, and every request's future grew by the size of its body's read.
+    #[test]
+    fn a_lazy_timeout_holds_its_future_once() {
+        let future = large_future();
+        let alone = std::mem::size_of_val(&future);
+        let wrapped = within_once_waiting(Duration::from_secs(1), future);
+        let size = std::mem::size_of_val(&wrapped);
+        assert!(
+            size < alone + 512,
+            "{size} bytes around a future of {alone}"
+        );
     }
 
     /// Where the tokio timer that `sleep` holds lives.

@@ -317,14 +317,17 @@ impl Proxy {
         };
         // From the claim on, the request runs to its end, answered, counted and logged inside
         // `finish_even_if_dropped`: a client that disconnects must not strand a claim, lose the
-        // response its retry will be answered with, or leave the execution uncounted.
+        // response its retry will be answered with, or leave the execution uncounted. The
+        // execution (4 KB of future) is boxed where it is made, so that only a pointer moves
+        // through the context and into `finish_even_if_dropped`: each move of the future itself
+        // copied all of it into memory no request had touched yet.
         let proxy = Arc::clone(self);
         let method = keyed.parts.method.clone();
         let path = keyed.parts.uri.path().to_owned();
-        let run = finish_even_if_dropped(telemetry::in_current(async move {
+        let run = finish_even_if_dropped(telemetry::in_current(Box::pin(async move {
             let reply = proxy.execute(keyed).await;
             proxy.finish(reply, &method, &path, started)
-        }));
+        })));
         match run.await {
             Ok(response) => Routed::Answered(response),
             Err(panic) => refused(ProxyOutcome::Unavailable, panic),

@@ -44,12 +44,48 @@ pub enum RedisStartError {
     EvictionPolicy { policy: String, node: String },
 }
 
-/// Runs a store call under a deadline.
-pub async fn with_timeout<T>(
-    timeout: Duration,
-    call: impl Future<Output = Result<T, StoreError>>,
-) -> Result<T, StoreError> {
-    tokio::time::timeout(timeout, call)
-        .await
-        .unwrap_or(Err(StoreError::Timeout(timeout)))
+/// Runs a store call under a deadline, which runs from the call's first wait (the first poll
+/// sends the command).
+///
+/// Not an `async fn`: one would keep `call` twice, once as its argument and once inside the
+/// timeout it awaits, and every store call's future (boxed, then moved and written on each
+/// request) would be twice the size of the call.
+pub fn with_timeout<T, F>(timeout: Duration, call: F) -> impl Future<Output = Result<T, StoreError>>
+where
+    F: Future<Output = Result<T, StoreError>>,
+{
+    use futures_util::FutureExt as _;
+    crate::timer::within_once_waiting(timeout, call)
+        .map(move |result| result.unwrap_or(Err(StoreError::Timeout(timeout))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store call's deadline holds the call once: as an `async fn` it kept it twice, and
+    /// every boxed store call (two per proxied request) was twice its size.
+    #[test]
+    fn a_deadline_holds_its_call_once() {
+        let call = async { Ok::<u8, StoreError>(crate::timer::tests::large_future().await) };
+        let alone = std::mem::size_of_val(&call);
+        let bounded = with_timeout(Duration::from_secs(1), call);
+        let size = std::mem::size_of_val(&bounded);
+        assert!(size < alone + 512, "{size} bytes around a call of {alone}");
+    }
+
+    /// The deadline runs from the call's first wait, and a call past it is a timeout.
+    #[tokio::test(start_paused = true)]
+    async fn a_call_past_its_deadline_is_a_timeout() {
+        let slow = async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Ok::<u8, StoreError>(1)
+        };
+        let clock = tokio::time::Instant::now();
+        let result = with_timeout(Duration::from_millis(100), slow).await;
+        assert!(matches!(result, Err(StoreError::Timeout(d)) if d == Duration::from_millis(100)));
+        assert_eq!(clock.elapsed(), Duration::from_millis(100));
+        let quick = async { Ok::<u8, StoreError>(2) };
+        assert_eq!(with_timeout(Duration::ZERO, quick).await.ok(), Some(2));
+    }
 }

@@ -8,9 +8,11 @@
 //! runs on the one master of that slot. With `store.wait_replicas`, an acknowledging script
 //! takes `WAIT` with it in one pipeline ([`ScriptCall::invoke_waiting`]).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::Either;
 use redis::{FromRedisValue, ToRedisArgs, Value};
 
 use super::connection::Connection;
@@ -45,7 +47,7 @@ pub struct ScriptCall<'a> {
     command: redis::Cmd,
 }
 
-impl ScriptCall<'_> {
+impl<'a> ScriptCall<'a> {
     /// Appends a key or an argument (keys first, as many as the call was started with).
     pub fn arg(&mut self, value: impl ToRedisArgs) -> &mut Self {
         self.command.arg(value);
@@ -79,17 +81,34 @@ impl ScriptCall<'_> {
     /// `WAIT` runs whatever the script did, so the caller decides whether the count matters
     /// ([`Waited::confirmation`]): a script that refused and wrote nothing has nothing to
     /// confirm. On `NOSCRIPT` the script is loaded and both are sent again.
-    pub async fn invoke_waiting<T: FromRedisValue>(
+    ///
+    /// Not an `async fn`: the pipeline's future, several times the size of the call's, would
+    /// make every call's future that large; it is boxed, and only a call that waits pays for it.
+    pub fn invoke_waiting<'k, T: FromRedisValue + 'k>(
+        self,
+        key: &'k str,
+        wait: Option<WaitReplicas>,
+    ) -> impl Future<Output = Result<Waited<T>, StoreError>> + 'k
+    where
+        'a: 'k,
+    {
+        match wait {
+            None => Either::Left(async move {
+                Ok(Waited {
+                    reply: self.invoke().await?,
+                    wait: None,
+                })
+            }),
+            Some(wait) => Either::Right(Box::pin(self.invoke_and_wait(key, wait))),
+        }
+    }
+
+    /// [`Self::invoke_waiting`] with `WAIT`.
+    async fn invoke_and_wait<T: FromRedisValue>(
         self,
         key: &str,
-        wait: Option<WaitReplicas>,
+        wait: WaitReplicas,
     ) -> Result<Waited<T>, StoreError> {
-        let Some(wait) = wait else {
-            return Ok(Waited {
-                reply: self.invoke().await?,
-                wait: None,
-            });
-        };
         let mut pipeline = redis::pipe();
         pipeline
             .add_command(self.command)

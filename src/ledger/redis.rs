@@ -19,6 +19,9 @@ use super::{judge_existing, new_token, Claim, Ledger};
 use crate::store::{with_timeout, RedisStartError, RedisStore, Script, StoreError, WaitReplicas};
 use crate::util::BoxFuture;
 
+/// Bytes of a number argument at most (a `u64` in decimal), for sizing a call's buffer.
+const NUMBER: usize = 20;
+
 /// KEYS[1] = record. ARGV = token, fingerprint, lease ms, hold ms.
 /// Returns `{0, record}` when a record exists that the caller must judge, `{1, reclaimed}` when
 /// claimed. The decision about an existing record is made in Rust (`judge_existing`), from the
@@ -105,7 +108,8 @@ impl RedisLedger {
     ) -> Result<Claim, StoreError> {
         let token = new_token();
         let started = Instant::now();
-        let mut call = self.store.script(&self.claim, 1);
+        let size = key.len() + token.len() + fingerprint.len() + 2 * NUMBER;
+        let mut call = self.store.script_sized(&self.claim, 1, 5, size);
         call.arg(key)
             .arg(&token)
             .arg(fingerprint)
@@ -155,7 +159,8 @@ impl Ledger for RedisLedger {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         let call = async move {
             let started = Instant::now();
-            let mut call = self.store.script(&self.complete, 1);
+            let size = key.len() + token.len() + done.len() + NUMBER;
+            let mut call = self.store.script_sized(&self.complete, 1, 4, size);
             call.arg(key)
                 .arg(token)
                 .arg(done)

@@ -106,7 +106,10 @@ impl StoredResponse {
             out.extend(value.as_bytes());
         }
         out.extend(&self.body);
-        let mut text = PREFIX.to_owned();
+        // One allocation of the final size, not a string grown as the encoding goes.
+        let encoded = base64::encoded_len(out.len(), false).unwrap_or(0);
+        let mut text = String::with_capacity(PREFIX.len() + encoded);
+        text.push_str(PREFIX);
         base64::engine::general_purpose::STANDARD_NO_PAD.encode_string(out, &mut text);
         text
     }

@@ -58,6 +58,8 @@ pub struct Upstream {
     /// The upstream's scheme and authority when its URL has no path of its own (the common
     /// case): a request's URI is then its own path and query on them, with nothing to parse.
     origin: Option<(Scheme, Authority)>,
+    /// The `Host` every request is sent with ([`host_of`]).
+    host: Option<HeaderValue>,
     timeout: Duration,
     body_limit: usize,
     /// Peers whose forwarding headers are passed on (`server.trusted_proxies`).
@@ -82,10 +84,12 @@ impl Upstream {
             .build(connector);
         let base = settings.upstream.trim_end_matches('/').to_owned();
         let origin = origin_of(&base);
+        let host = host_of(&base);
         Self {
             client,
             base,
             origin,
+            host,
             timeout: settings.upstream_timeout.0,
             body_limit,
             trusted: Networks::default(),
@@ -110,6 +114,9 @@ impl Upstream {
         let headers = &mut parts.headers;
         strip_hop_by_hop(headers);
         let host = headers.remove(header::HOST);
+        if let Some(upstream) = &self.host {
+            headers.insert(header::HOST, upstream.clone());
+        }
         let peer = peer.ip().to_canonical();
         let trusted = self.trusted.contains(peer);
         if !trusted {
@@ -207,6 +214,23 @@ fn forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
 
 /// The scheme and authority of the upstream URL `base` (its trailing slash trimmed), when it has
 /// no path of its own.
+/// The `Host` a request to `base` is sent with: its host, and its port unless that is the
+/// scheme's default. The value hyper's client would set for each request (by `format!` when
+/// there is a port), made once.
+fn host_of(base: &str) -> Option<HeaderValue> {
+    let uri = base.parse::<Uri>().ok()?;
+    let host = uri.host()?;
+    let default = if matches!(uri.scheme_str(), Some("https" | "wss")) {
+        443
+    } else {
+        80
+    };
+    match uri.port_u16() {
+        Some(port) if port != default => HeaderValue::from_str(&format!("{host}:{port}")).ok(),
+        _ => HeaderValue::from_str(host).ok(),
+    }
+}
+
 fn origin_of(base: &str) -> Option<(Scheme, Authority)> {
     let parts = base.parse::<Uri>().ok()?.into_parts();
     let bare = parts
@@ -402,6 +426,23 @@ mod tests {
         Upstream::new(&settings, 1024).trusting(Networks::new(&[trusted]))
     }
 
+    /// The upstream's `Host`: what hyper's client would set, the port only when it is not the
+    /// scheme's default.
+    #[test]
+    fn the_host_is_the_upstreams_authority() {
+        for (base, host) in [
+            ("http://orders:3000/base", "orders:3000"),
+            ("http://orders:80", "orders"),
+            ("http://orders:443", "orders:443"),
+            ("https://api.example.com:443/v2", "api.example.com"),
+            ("https://api.example.com:8443", "api.example.com:8443"),
+            ("http://[::1]:8080", "[::1]:8080"),
+            ("http://10.0.0.5", "10.0.0.5"),
+        ] {
+            assert_eq!(host_of(base).unwrap(), host, "{base}");
+        }
+    }
+
     #[test]
     fn an_untrusted_peers_forwarding_headers_are_replaced_by_what_hookonce_saw() {
         let mut parts = forwarded_request();
@@ -409,7 +450,8 @@ mod tests {
         upstream().prepare(&mut parts, peer).unwrap();
         assert_eq!(parts.uri, "http://orders:3000/base/v1/orders?x=1&y");
         let headers = &parts.headers;
-        assert!(headers.get("host").is_none() && headers.get("connection").is_none());
+        assert_eq!(headers["host"], "orders:3000");
+        assert!(headers.get("connection").is_none());
         assert_eq!(headers["x-forwarded-for"], "198.51.100.1");
         assert_eq!(headers["x-forwarded-host"], "api.example.com");
         assert_eq!(headers["x-forwarded-proto"], "http");

@@ -1,7 +1,8 @@
 //! What the Idempotency-Key proxy tells its upstream about the client: from a peer in
 //! `server.trusted_proxies`, the `X-Forwarded-*` and `Forwarded` it sent go on with the peer
 //! appended (an upstream behind an HTTPS front learns `https`); from any other peer they are
-//! dropped and replaced by what hookonce saw. Keyed and passed-through requests alike.
+//! dropped and replaced by what hookonce saw. Keyed and passed-through requests alike. `Host` is
+//! the upstream's own.
 
 use super::{cidrs, client_from};
 use crate::support::settings::ProxySettings;
@@ -88,6 +89,9 @@ async fn an_untrusted_peer_is_told_as_hookonce_saw_it() {
         assert_eq!(seen.header("x-forwarded-for"), Some("127.0.0.1"));
         assert_eq!(seen.header("x-forwarded-proto"), Some("http"));
         assert_eq!(seen.header("x-forwarded-host"), Some(host.as_str()));
+        // The upstream is addressed as itself: `Host` is its own authority, with its port.
+        let upstream_host = upstream.url().replace("http://", "");
+        assert_eq!(seen.header("host"), Some(upstream_host.as_str()));
         assert!(seen.header("forwarded").is_none(), "{seen:?}");
         assert!(seen.header("x-real-ip").is_none(), "{seen:?}");
     }

@@ -212,8 +212,6 @@ fn forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
     });
 }
 
-/// The scheme and authority of the upstream URL `base` (its trailing slash trimmed), when it has
-/// no path of its own.
 /// The `Host` a request to `base` is sent with: its host, and its port unless that is the
 /// scheme's default. The value hyper's client would set for each request (by `format!` when
 /// there is a port), made once.
@@ -231,6 +229,8 @@ fn host_of(base: &str) -> Option<HeaderValue> {
     }
 }
 
+/// The scheme and authority of the upstream URL `base` (its trailing slash trimmed), when it has
+/// no path of its own.
 fn origin_of(base: &str) -> Option<(Scheme, Authority)> {
     let parts = base.parse::<Uri>().ok()?.into_parts();
     let bare = parts

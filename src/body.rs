@@ -202,12 +202,13 @@ impl Pieces {
                 // What is left of a declared length, so that a body of one piece is a buffer of
                 // its own length (hyper ends a body that would outgrow it). Without one (chunked
                 // framing), about what has arrived so far, from 4 KiB: a small body stays small,
-                // and a long one trickled in byte by byte still makes few pieces.
+                // and a long one trickled in byte by byte still makes few pieces. A new buffer
+                // rather than `reserve` on the empty one: that rounds a few bytes up to eight.
                 let next = match self.declared.and_then(|n| usize::try_from(n).ok()) {
                     Some(declared) => declared.saturating_sub(self.len),
                     None => self.len.max(data.len()).max(FIRST_UNDECLARED),
                 };
-                self.current.reserve(next.clamp(1, PIECE));
+                self.current = BytesMut::with_capacity(next.clamp(1, PIECE));
             }
             let room = self.current.capacity() - self.current.len();
             let (now, rest) = data.split_at(room.min(data.len()));
@@ -256,6 +257,20 @@ mod tests {
 
     use super::*;
     use crate::property::check;
+
+    /// The property below found it (one case in a few hundred runs): a declared body of fewer
+    /// than eight bytes took eight, `reserve`'s least allocation.
+    #[test]
+    fn a_declared_body_of_a_few_bytes_is_a_buffer_of_its_length() {
+        for total in 1..=9usize {
+            let body = vec![7u8; total];
+            let mut pieces = Pieces::new(Some(total as u64));
+            pieces.extend(&body);
+            assert!(pieces.full.is_empty(), "{total}");
+            assert_eq!(pieces.current.capacity(), total);
+            assert_eq!(&pieces.finish()[..], &body[..]);
+        }
+    }
 
     /// Whatever the chunks and whether the length is declared, the body comes out as sent; a
     /// declared body's pieces are full but the last, and a body of one piece is one buffer of its

@@ -409,7 +409,7 @@ impl Runner for ScriptRunner {
 /// About how many keys and arguments one call for `segments` has, and how many bytes they hold
 /// (an upper bound for the numbers, which are written in decimal): what the command is sized for.
 fn call_size(stream: &Stream, segments: &[Segment]) -> (usize, usize) {
-    const NUMBER: usize = 20;
+    const NUMBER: usize = RedisStore::NUMBER_BYTES;
     let mut args = 1 + 7;
     let mut bytes = stream.key.len() + stream.source.len() + stream.provider.len() + 4 * NUMBER;
     for segment in segments {

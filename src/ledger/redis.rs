@@ -19,8 +19,8 @@ use super::{judge_existing, new_token, Claim, Ledger};
 use crate::store::{with_timeout, RedisStartError, RedisStore, Script, StoreError, WaitReplicas};
 use crate::util::BoxFuture;
 
-/// Bytes of a number argument at most (a `u64` in decimal), for sizing a call's buffer.
-const NUMBER: usize = 20;
+/// Bytes of a number argument at most, for sizing a call's buffer.
+const NUMBER: usize = RedisStore::NUMBER_BYTES;
 
 /// KEYS[1] = record. ARGV = token, fingerprint, lease ms, hold ms.
 /// Returns `{0, record}` when a record exists that the caller must judge, `{1, reclaimed}` when

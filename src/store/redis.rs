@@ -209,6 +209,10 @@ impl RedisStore {
         Ok(())
     }
 
+    /// Bytes of a number argument at most (a `u64` in decimal), for sizing a call with
+    /// [`RedisStore::script_sized`].
+    pub const NUMBER_BYTES: usize = 20;
+
     /// Starts an `EVALSHA` of `script` with `keys` keys; push the keys, then the arguments.
     /// Room for a few short ones: a call that carries more (a body, a stored response) says how
     /// much with [`RedisStore::script_sized`].

@@ -5,16 +5,17 @@
 //! make that visible before clients complain. A claim whose process died is invisible here by
 //! nature; the process that takes it over counts it in `hookonce_proxy_lease_takeovers_total`.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use metrics::Gauge;
 
-/// Claims held, by a process-local ID, with when each was taken.
+/// Claims held, by a process-local ID, with when each was taken. A `BTreeMap`: its IDs are
+/// small and new, and a hash map hashed each one with SipHash twice per keyed request.
 pub struct Claims {
-    held: Mutex<HashMap<u64, Instant>>,
+    held: Mutex<BTreeMap<u64, Instant>>,
     next: AtomicU64,
     count: Gauge,
 }
@@ -28,7 +29,7 @@ pub struct Held<'a> {
 impl Claims {
     pub fn new(count: Gauge) -> Self {
         Self {
-            held: Mutex::new(HashMap::new()),
+            held: Mutex::new(BTreeMap::new()),
             next: AtomicU64::new(0),
             count,
         }
@@ -49,7 +50,7 @@ impl Claims {
         (held.len(), oldest)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Instant>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Instant>> {
         // The map is consistent after every single insert or remove; keep serving after a panic.
         self.held
             .lock()

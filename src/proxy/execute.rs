@@ -159,7 +159,7 @@ impl Proxy {
             Ok(Exchanged::Broken(parts, error)) => {
                 let stored = StoredResponse::incomplete(parts.status, &parts.headers);
                 let failure = self
-                    .complete(&record_key, token, &fingerprint, &stored)
+                    .complete(&record_key, token, &fingerprint, stored)
                     .await;
                 let mut detail = format!(
                     "upstream answered {} and then its body broke: {}",
@@ -182,7 +182,7 @@ impl Proxy {
             }
         };
         let detail = self
-            .complete(&record_key, token, &fingerprint, &stored)
+            .complete(&record_key, token, &fingerprint, stored)
             .await;
         ProxyReply {
             outcome: ProxyOutcome::Executed,
@@ -247,22 +247,23 @@ impl Proxy {
         key: &str,
         token: &str,
         fingerprint: &str,
-        stored: &StoredResponse,
+        stored: StoredResponse,
     ) -> Option<String> {
         // Set-Cookie is the first client's session: it reached that client, it is not replayed.
         let stored = if self.store_set_cookie {
-            stored.clone()
+            stored
         } else {
-            stored.clone().without_set_cookie()
+            stored.without_set_cookie()
         };
-        let done = record::done(&stored.encode(), fingerprint);
+        let room = record::done_room(fingerprint);
+        let done = record::done_from(stored.encode_with_room(room), fingerprint);
         let mut result = self.ledger.complete(key, token, &done, self.ttl).await;
         let mut note = None;
         // The memory store's byte budget is full: the execution must not be lost for want of
         // room for its body, so the key is completed with status and headers only, as an answer
         // over max_stored_body is, and its replays say Idempotency-Replay-Truncated.
         if matches!(result, Err(StoreError::FullBytes(_))) && !stored.body.is_empty() {
-            let done = record::done(&stored.truncate().encode(), fingerprint);
+            let done = record::done_from(stored.truncate().encode_with_room(room), fingerprint);
             result = self.ledger.complete(key, token, &done, self.ttl).await;
             note =
                 Some("answer stored truncated: it would not fit store.memory_max_bytes".to_owned());

@@ -88,6 +88,12 @@ impl StoredResponse {
 
     /// The text stored as the done record's acknowledgement.
     pub fn encode(&self) -> String {
+        self.encode_with_room(0)
+    }
+
+    /// [`encode`](Self::encode), in a string with `room` bytes to spare past it: the rest of
+    /// the done record (`store::record::done_from`), which then needs no copy.
+    pub fn encode_with_room(&self, room: usize) -> String {
         let mut out = Vec::with_capacity(8 + self.body.len() + 64 * self.headers.len());
         out.extend(self.status.as_u16().to_be_bytes());
         let mut flags = 0;
@@ -108,7 +114,7 @@ impl StoredResponse {
         out.extend(&self.body);
         // One allocation of the final size, not a string grown as the encoding goes.
         let encoded = base64::encoded_len(out.len(), false).unwrap_or(0);
-        let mut text = String::with_capacity(PREFIX.len() + encoded);
+        let mut text = String::with_capacity(PREFIX.len() + encoded + room);
         text.push_str(PREFIX);
         base64::engine::general_purpose::STANDARD_NO_PAD.encode_string(out, &mut text);
         text
@@ -215,6 +221,10 @@ mod tests {
         );
         let text = stored.encode();
         assert!(text.is_ascii() && !text.contains(' '));
+        // With room to spare for the rest of a done record, the same text, and the room.
+        let roomy = stored.encode_with_room(11);
+        assert_eq!(roomy, text);
+        assert!(roomy.capacity() >= text.len() + 11);
         assert_eq!(StoredResponse::decode(&text), Some(stored.clone()));
         let replay = stored.replay();
         assert_eq!(replay.status(), StatusCode::CREATED);

@@ -118,12 +118,24 @@ impl<'a> Record<'a> {
 
 /// The done record a forward or a completion writes.
 pub fn done(ack: &str, fingerprint: &str) -> String {
-    // One allocation of the final size: the proxy's `ack` is a whole stored response.
-    let mut record = String::with_capacity(ack.len() + 1 + fingerprint.len());
+    let mut record = String::with_capacity(ack.len() + done_room(fingerprint));
     record.push_str(ack);
-    record.push(' ');
-    record.push_str(fingerprint);
-    record
+    done_from(record, fingerprint)
+}
+
+/// The done record of an acknowledgement already made as a string of its own, which becomes the
+/// record: a stored response, which [`done`] would copy whole. When `ack` was made with
+/// [`done_room`] to spare, the record takes no new allocation either.
+pub fn done_from(mut ack: String, fingerprint: &str) -> String {
+    ack.reserve_exact(done_room(fingerprint));
+    ack.push(' ');
+    ack.push_str(fingerprint);
+    ack
+}
+
+/// What a done record adds to its acknowledgement: the space and the fingerprint.
+pub fn done_room(fingerprint: &str) -> usize {
+    1 + fingerprint.len()
 }
 
 /// The processing record a claim writes.
@@ -161,6 +173,19 @@ mod tests {
         );
         assert_eq!(Record::parse("garbage"), None);
         assert_eq!(Record::parse("p abc fp soon"), None);
+    }
+
+    #[test]
+    fn an_acknowledgement_made_with_room_becomes_its_record_in_place() {
+        let fp = Fingerprint::of(b"{}").encode();
+        let mut ack = String::with_capacity(3 + done_room(&fp));
+        ack.push_str("r1.");
+        let (at, capacity) = (ack.as_ptr(), ack.capacity());
+        let record = done_from(ack, &fp);
+        assert_eq!(record, done("r1.", &fp));
+        assert_eq!((record.as_ptr(), record.capacity()), (at, capacity));
+        // Without the room it is the same record, in a string grown for it.
+        assert_eq!(done_from("r1.".to_owned(), &fp), done("r1.", &fp));
     }
 }
 

@@ -16,7 +16,7 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 
 use super::networks::Networks;
 use crate::util::with_ip_text;
@@ -95,8 +95,10 @@ fn walk(hops: &[Hop], peer: IpAddr, trusted: &Networks) -> Option<ClientAddr> {
 /// `[2001:db8::1]`, and with a port (`192.0.2.1:4711`, `[2001:db8::1]:4711`), as some load
 /// balancers write them. A line that is not visible ASCII is one unreadable hop.
 fn x_forwarded_for(headers: &HeaderMap) -> Vec<Hop> {
+    // A name made once: given as text, the header map would parse it at every request.
+    const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
     let mut hops = Vec::new();
-    for line in headers.get_all("x-forwarded-for") {
+    for line in headers.get_all(X_FORWARDED_FOR) {
         let Ok(text) = line.to_str() else {
             hops.push(Hop::Unreadable);
             continue;
@@ -114,7 +116,7 @@ fn x_forwarded_for(headers: &HeaderMap) -> Vec<Hop> {
 /// Every `Forwarded` line's elements, in order, each as its `for=` node.
 fn forwarded(headers: &HeaderMap) -> Vec<Hop> {
     headers
-        .get_all("forwarded")
+        .get_all(header::FORWARDED)
         .iter()
         .flat_map(forwarded_line)
         .collect()

@@ -6,10 +6,11 @@
 //! control or non-ASCII bytes, a broken string, the header sent twice — is invalid, so that two
 //! spellings a client might think different never silently name one key.
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 
-/// The request header carrying the key; forwarded upstream verbatim.
-pub const HEADER: &str = "idempotency-key";
+/// The request header carrying the key; forwarded upstream verbatim. A `HeaderName` rather than
+/// text, which the header map would parse again at every lookup.
+pub const HEADER: HeaderName = HeaderName::from_static("idempotency-key");
 
 /// Longest key, in characters of content.
 pub const MAX_LEN: usize = 255;

@@ -23,9 +23,9 @@ use bytes::Bytes;
 use super::upstream::HopByHop;
 
 /// Marks every replay.
-pub const REPLAYED: &str = "idempotency-replayed";
+pub const REPLAYED: HeaderName = HeaderName::from_static("idempotency-replayed");
 /// Marks a replay whose body was too large to store.
-pub const TRUNCATED: &str = "idempotency-replay-truncated";
+pub const TRUNCATED: HeaderName = HeaderName::from_static("idempotency-replay-truncated");
 
 const PREFIX: &str = "r1.";
 const FLAG_TRUNCATED: u8 = 1;

@@ -32,6 +32,12 @@ use crate::config::ProxySettings;
 use crate::telemetry;
 use crate::util::with_ip_text;
 
+// The forwarding headers hookonce writes, as names made once: a header map looks a name given
+// as text up only after parsing it, at every call.
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
 /// Idle pooled connections are closed after this long; below common upstream keep-alive
 /// timeouts would be ideal, but the upstream closing first is handled (the request is retried
 /// on a fresh connection when it was never sent).
@@ -123,11 +129,11 @@ impl Upstream {
             drop_forwarding(headers);
         }
         forwarded_for(headers, peer);
-        if !headers.contains_key("x-forwarded-proto") {
-            headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+        if !headers.contains_key(&X_FORWARDED_PROTO) {
+            headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
         }
-        if let (false, Some(host)) = (headers.contains_key("x-forwarded-host"), host) {
-            headers.insert("x-forwarded-host", host);
+        if let (false, Some(host)) = (headers.contains_key(&X_FORWARDED_HOST), host) {
+            headers.insert(X_FORWARDED_HOST, host);
         }
         if trusted && headers.contains_key(header::FORWARDED) {
             append_forwarded(headers, peer);
@@ -208,7 +214,7 @@ fn append_to_list(headers: &mut HeaderMap, name: HeaderName, item: &str) {
 /// started).
 fn forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
     with_ip_text(peer, |peer| {
-        append_to_list(headers, HeaderName::from_static("x-forwarded-for"), peer);
+        append_to_list(headers, X_FORWARDED_FOR, peer);
     });
 }
 

@@ -12,9 +12,11 @@ use super::extract::{id_at, parse_body, required, type_at, Pointer};
 use super::secrets;
 use super::signatures::{base64, Candidates, Encoding};
 use super::signing::Sha256Keys;
-use super::{header, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError};
+use super::{
+    header, Named, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
+};
 
-const SIGNATURE_HEADER: &str = "hmacsignature";
+static SIGNATURE_HEADER: Named = Named::new("hmacsignature");
 
 pub struct AdyenPlatform {
     keys: Sha256Keys,
@@ -46,8 +48,9 @@ impl Provider for AdyenPlatform {
     }
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
-        let value = header(request.headers, SIGNATURE_HEADER)?;
-        let signatures = Candidates::single(Encoding::Base64, value.trim(), 32, SIGNATURE_HEADER)?;
+        let value = header(request.headers, &SIGNATURE_HEADER)?;
+        let signatures =
+            Candidates::single(Encoding::Base64, value.trim(), 32, SIGNATURE_HEADER.text)?;
         let digest = self
             .keys
             .matches_digesting(&[request.body], &[request.body], &signatures)

@@ -17,13 +17,13 @@ use super::secrets;
 use super::signatures::{Candidates, Encoding};
 use super::signing::{keyed_macs, random_uuid, Sha256Keys};
 use super::{
-    header, header_or_empty, id_from_header, Provider, RawRequest, SignOptions, Verified,
+    header, header_or_empty, id_from_header, Named, Provider, RawRequest, SignOptions, Verified,
     VerifiedEvent, VerifyError,
 };
 
-const SIGNATURE_HEADER: &str = "x-hub-signature-256";
-const DELIVERY_HEADER: &str = "x-github-delivery";
-const EVENT_HEADER: &str = "x-github-event";
+static SIGNATURE_HEADER: Named = Named::new("x-hub-signature-256");
+static DELIVERY_HEADER: Named = Named::new("x-github-delivery");
+static EVENT_HEADER: Named = Named::new("x-github-event");
 
 pub struct GitHub {
     keys: Sha256Keys,
@@ -50,10 +50,10 @@ impl Provider for GitHub {
     }
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
-        let garbled = || VerifyError::GarbledHeader(SIGNATURE_HEADER);
-        let value = header(request.headers, SIGNATURE_HEADER)?;
+        let garbled = || VerifyError::GarbledHeader(SIGNATURE_HEADER.text);
+        let value = header(request.headers, &SIGNATURE_HEADER)?;
         let hex = value.strip_prefix("sha256=").ok_or_else(garbled)?;
-        let signatures = Candidates::single(Encoding::Hex, hex, 32, SIGNATURE_HEADER)?;
+        let signatures = Candidates::single(Encoding::Hex, hex, 32, SIGNATURE_HEADER.text)?;
         let digest = self
             .keys
             .matches_digesting(&[request.body], &[request.body], &signatures)
@@ -64,10 +64,10 @@ impl Provider for GitHub {
         // captured). GitHub always sends the header: a signed request without it is malformed.
         let id = id_from_header(
             request.headers,
-            DELIVERY_HEADER,
+            DELIVERY_HEADER.name(),
             "missing X-GitHub-Delivery header",
         )?;
-        let kind = header_or_empty(request.headers, EVENT_HEADER);
+        let kind = header_or_empty(request.headers, EVENT_HEADER.name());
         let event =
             VerifiedEvent::new(id, kind, request.body.clone())?.with_payload_digest(&digest);
         Ok(Verified::Events(vec![event]))

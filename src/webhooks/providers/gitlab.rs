@@ -16,13 +16,13 @@ use crate::config::{ConfigError, SourceSettings};
 use super::secrets;
 use super::signing::{random_uuid, tag, HmacSha256};
 use super::{
-    header_or_empty, id_from_header, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
-    VerifyError,
+    header_or_empty, id_from_header, Named, Provider, RawRequest, SignOptions, Verified,
+    VerifiedEvent, VerifyError,
 };
 
-const TOKEN_HEADER: &str = "x-gitlab-token";
-const IDEMPOTENCY_HEADER: &str = "idempotency-key";
-const EVENT_HEADER: &str = "x-gitlab-event";
+static TOKEN_HEADER: Named = Named::new("x-gitlab-token");
+static IDEMPOTENCY_HEADER: Named = Named::new("idempotency-key");
+static EVENT_HEADER: Named = Named::new("x-gitlab-event");
 
 /// Key of the tags tokens are compared through; it needs no secrecy, only to be fixed.
 const COMPARISON_KEY: &[u8] = b"hookonce gitlab token comparison";
@@ -65,8 +65,8 @@ impl Provider for GitLab {
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
         let token = request
             .headers
-            .get(TOKEN_HEADER)
-            .ok_or(VerifyError::MissingHeader(TOKEN_HEADER))?;
+            .get(TOKEN_HEADER.name())
+            .ok_or(VerifyError::MissingHeader(TOKEN_HEADER.text))?;
         let mut mac = self.comparison.clone();
         mac.update(token.as_bytes());
         let matched = self
@@ -78,10 +78,10 @@ impl Provider for GitLab {
         }
         let id = id_from_header(
             request.headers,
-            IDEMPOTENCY_HEADER,
+            IDEMPOTENCY_HEADER.name(),
             "missing Idempotency-Key header",
         )?;
-        let kind = header_or_empty(request.headers, EVENT_HEADER);
+        let kind = header_or_empty(request.headers, EVENT_HEADER.name());
         let event = VerifiedEvent::new(id, kind, request.body.clone())?;
         Ok(Verified::Events(vec![event]))
     }
@@ -207,7 +207,7 @@ mod tests {
             now_unix: 0,
         };
         let sent = signed(&provider.sign(BODY, &options));
-        assert_eq!(header(&sent, "x-gitlab-token"), Ok(TOKEN));
+        assert_eq!(header(&sent, &TOKEN_HEADER), Ok(TOKEN));
         assert_eq!(
             events(verify(&provider, &sent, BODY, 0)),
             one(KEY, "Tag Push Hook")

@@ -22,12 +22,12 @@ use super::signatures::{Candidates, Encoding};
 use super::signing::{parse_unix, random_uuid, Keyed};
 use super::splice::{Edits, Members, ZeroedMember};
 use super::{
-    header, id_from_header, json_object, Provider, RawRequest, SignError, SignOptions, Verified,
-    VerifiedEvent, VerifyError,
+    header, id_from_header, json_object, Named, Provider, RawRequest, SignError, SignOptions,
+    Verified, VerifiedEvent, VerifyError,
 };
 
-const SIGNATURE_HEADER: &str = "linear-signature";
-const DELIVERY_HEADER: &str = "linear-delivery";
+static SIGNATURE_HEADER: Named = Named::new("linear-signature");
+static DELIVERY_HEADER: Named = Named::new("linear-delivery");
 const DEFAULT_TOLERANCE: Duration = Duration::from_secs(60);
 
 pub struct Linear {
@@ -65,8 +65,9 @@ impl Provider for Linear {
     }
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
-        let value = header(request.headers, SIGNATURE_HEADER)?;
-        let signatures = Candidates::single(Encoding::Hex, value.trim(), 32, SIGNATURE_HEADER)?;
+        let value = header(request.headers, &SIGNATURE_HEADER)?;
+        let signatures =
+            Candidates::single(Encoding::Hex, value.trim(), 32, SIGNATURE_HEADER.text)?;
         // Every attempt carries a fresh webhookTimestamp: the fingerprint leaves it out (or a
         // retry of a forwarded event would look like a different payload), hashed in the
         // signature's pass.
@@ -87,7 +88,7 @@ impl Provider for Linear {
         }
         let id = id_from_header(
             request.headers,
-            DELIVERY_HEADER,
+            DELIVERY_HEADER.name(),
             "missing Linear-Delivery header",
         )?;
         let event = VerifiedEvent::new(id, payload.kind.unwrap_or_default(), request.body.clone())?;
@@ -237,11 +238,11 @@ mod tests {
         .is_ok());
         assert_eq!(
             verify(&provider, &request("sha256=abc"), fresh.as_bytes(), NOW),
-            Err(VerifyError::GarbledHeader(SIGNATURE_HEADER))
+            Err(VerifyError::GarbledHeader(SIGNATURE_HEADER.text))
         );
         assert_eq!(
             verify(&provider, &headers(&[]), fresh.as_bytes(), NOW),
-            Err(VerifyError::MissingHeader(SIGNATURE_HEADER))
+            Err(VerifyError::MissingHeader(SIGNATURE_HEADER.text))
         );
     }
 

@@ -55,7 +55,7 @@ mod stripe;
 mod tests;
 
 pub use crate::signing::StandardSigner;
-pub(crate) use provider::{header, header_or_empty, id_from_header, json_object};
+pub(crate) use provider::{header, header_or_empty, id_from_header, json_object, Named};
 pub use provider::{Ack, Provider, RawRequest, SignError, SignOptions, Verified, JSON_ACK};
 pub use registry::{
     body_dedup, build, default_dedup_ttl, lookup, names, BodyDedup, ProviderSpec, REGISTRY,

@@ -23,11 +23,13 @@ use crate::config::{ConfigError, SourceSettings};
 use super::params::ParamsShape;
 use super::secrets;
 use super::signing::Keyed;
-use super::{json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError};
+use super::{
+    json_object, Named, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
+};
 
 /// `Paddle-Signature: ts=<unix>;h1=<hex>[;h1=…]` over `"<ts>:<raw body>"`.
-const SIGNATURE: ParamsShape = ParamsShape {
-    header: "paddle-signature",
+static SIGNATURE: ParamsShape = ParamsShape {
+    header: Named::new("paddle-signature"),
     separator: ';',
     timestamp: "ts",
     signature: "h1",

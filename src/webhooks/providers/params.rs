@@ -14,12 +14,12 @@
 
 use super::signatures::Candidates;
 use super::signing::{parse_unix, Keyed};
-use super::{header, RawRequest, VerifyError};
+use super::{header, Named, RawRequest, VerifyError};
 
 /// How one provider writes its header.
 pub(crate) struct ParamsShape {
-    /// The header's name as it appears in errors (lowercase, like `stripe-signature`).
-    pub header: &'static str,
+    /// The header, named once (its text, as it appears in errors, lowercase: `stripe-signature`).
+    pub header: Named,
     /// What separates the items (`,` for Stripe, `;` for Paddle).
     pub separator: char,
     /// The key of the timestamp item (`t`, `ts`).
@@ -50,7 +50,7 @@ impl ParamsShape {
         request: &RawRequest<'_>,
         payload: &[&[u8]],
     ) -> Result<[u8; 32], VerifyError> {
-        let parsed = self.parse(header(request.headers, self.header)?, 32)?;
+        let parsed = self.parse(header(request.headers, &self.header)?, 32)?;
         let message: [&[u8]; 3] = [parsed.timestamp.as_bytes(), self.joiner, request.body];
         keyed.verify_digesting(&message, payload, &parsed.signatures, parsed.unix, request)
     }
@@ -75,7 +75,7 @@ impl ParamsShape {
         value: &'a str,
         tag_len: usize,
     ) -> Result<SignedParams<'a>, VerifyError> {
-        let garbled = || VerifyError::GarbledHeader(self.header);
+        let garbled = || VerifyError::GarbledHeader(self.header.text);
         let mut timestamp = None;
         let mut signatures = Candidates::new(tag_len);
         for item in value.split(self.separator) {
@@ -111,16 +111,16 @@ mod tests {
     use super::super::tests::support::{headers, settings};
     use super::*;
 
-    const STRIPE: ParamsShape = ParamsShape {
-        header: "stripe-signature",
+    static STRIPE: ParamsShape = ParamsShape {
+        header: Named::new("stripe-signature"),
         separator: ',',
         timestamp: "t",
         signature: "v1",
         joiner: b".",
     };
 
-    const PADDLE: ParamsShape = ParamsShape {
-        header: "paddle-signature",
+    static PADDLE: ParamsShape = ParamsShape {
+        header: Named::new("paddle-signature"),
         separator: ';',
         timestamp: "ts",
         signature: "h1",

@@ -17,29 +17,29 @@ use super::secrets;
 use super::signatures::{base64, Candidates, Encoding};
 use super::signing::{random_uuid, Sha256Keys};
 use super::{
-    header, header_or_empty, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
+    header, header_or_empty, Named, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
     VerifyError,
 };
 
 struct HeaderNames {
-    hmac: &'static str,
-    event_id: &'static str,
-    webhook_id: &'static str,
-    topic: &'static str,
+    hmac: Named,
+    event_id: Named,
+    webhook_id: Named,
+    topic: Named,
 }
 
-const CLASSIC: HeaderNames = HeaderNames {
-    hmac: "x-shopify-hmac-sha256",
-    event_id: "x-shopify-event-id",
-    webhook_id: "x-shopify-webhook-id",
-    topic: "x-shopify-topic",
+static CLASSIC: HeaderNames = HeaderNames {
+    hmac: Named::new("x-shopify-hmac-sha256"),
+    event_id: Named::new("x-shopify-event-id"),
+    webhook_id: Named::new("x-shopify-webhook-id"),
+    topic: Named::new("x-shopify-topic"),
 };
 
-const EVENTS: HeaderNames = HeaderNames {
-    hmac: "shopify-hmac-sha256",
-    event_id: "shopify-event-id",
-    webhook_id: "shopify-webhook-id",
-    topic: "shopify-topic",
+static EVENTS: HeaderNames = HeaderNames {
+    hmac: Named::new("shopify-hmac-sha256"),
+    event_id: Named::new("shopify-event-id"),
+    webhook_id: Named::new("shopify-webhook-id"),
+    topic: Named::new("shopify-topic"),
 };
 
 pub struct Shopify {
@@ -60,27 +60,27 @@ impl Provider for Shopify {
     }
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
-        let names = if request.headers.contains_key(EVENTS.hmac) {
+        let names = if request.headers.contains_key(EVENTS.hmac.name()) {
             &EVENTS
         } else {
             &CLASSIC
         };
-        let value = header(request.headers, names.hmac)?;
-        let signatures = Candidates::single(Encoding::Base64, value.trim(), 32, names.hmac)?;
+        let value = header(request.headers, &names.hmac)?;
+        let signatures = Candidates::single(Encoding::Base64, value.trim(), 32, names.hmac.text)?;
         let digest = self
             .keys
             .matches_digesting(&[request.body], &[request.body], &signatures)
             .ok_or(VerifyError::BadSignature)?;
         let id = request
             .headers
-            .get(names.event_id)
-            .or_else(|| request.headers.get(names.webhook_id))
+            .get(names.event_id.name())
+            .or_else(|| request.headers.get(names.webhook_id.name()))
             .ok_or(VerifyError::Malformed(
                 "missing X-Shopify-Event-Id (and X-Shopify-Webhook-Id) header",
             ))?;
         let id = std::str::from_utf8(id.as_bytes())
             .map_err(|_| VerifyError::Malformed("event ID header is not UTF-8"))?;
-        let topic = header_or_empty(request.headers, names.topic);
+        let topic = header_or_empty(request.headers, names.topic.name());
         let event =
             VerifiedEvent::new(id, topic, request.body.clone())?.with_payload_digest(&digest);
         Ok(Verified::Events(vec![event]))

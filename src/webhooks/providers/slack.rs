@@ -21,11 +21,12 @@ use super::secrets;
 use super::signatures::{Candidates, Encoding};
 use super::signing::{parse_unix, Keyed};
 use super::{
-    header, json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
+    header, json_object, Named, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
+    VerifyError,
 };
 
-const SIGNATURE_HEADER: &str = "x-slack-signature";
-const TIMESTAMP_HEADER: &str = "x-slack-request-timestamp";
+static SIGNATURE_HEADER: Named = Named::new("x-slack-signature");
+static TIMESTAMP_HEADER: Named = Named::new("x-slack-request-timestamp");
 const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
 
 pub struct Slack {
@@ -63,13 +64,14 @@ impl Provider for Slack {
     }
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
-        let value = header(request.headers, SIGNATURE_HEADER)?;
-        let timestamp = header(request.headers, TIMESTAMP_HEADER)?;
-        let unix = parse_unix(timestamp).ok_or(VerifyError::GarbledHeader(TIMESTAMP_HEADER))?;
+        let value = header(request.headers, &SIGNATURE_HEADER)?;
+        let timestamp = header(request.headers, &TIMESTAMP_HEADER)?;
+        let unix =
+            parse_unix(timestamp).ok_or(VerifyError::GarbledHeader(TIMESTAMP_HEADER.text))?;
         let hex = value
             .strip_prefix("v0=")
-            .ok_or(VerifyError::GarbledHeader(SIGNATURE_HEADER))?;
-        let signatures = Candidates::single(Encoding::Hex, hex, 32, SIGNATURE_HEADER)?;
+            .ok_or(VerifyError::GarbledHeader(SIGNATURE_HEADER.text))?;
+        let signatures = Candidates::single(Encoding::Hex, hex, 32, SIGNATURE_HEADER.text)?;
         let message: [&[u8]; 4] = [b"v0:", timestamp.as_bytes(), b":", request.body];
         let digest =
             self.keyed

@@ -17,10 +17,11 @@ use super::secrets;
 use super::signatures::{base64, Candidates, Encoding};
 use super::signing::Sha256Keys;
 use super::{
-    header, json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
+    header, json_object, Named, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
+    VerifyError,
 };
 
-const SIGNATURE_HEADER: &str = "x-square-hmacsha256-signature";
+static SIGNATURE_HEADER: Named = Named::new("x-square-hmacsha256-signature");
 
 pub struct Square {
     keys: Sha256Keys,
@@ -63,8 +64,9 @@ impl Provider for Square {
     }
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
-        let value = header(request.headers, SIGNATURE_HEADER)?;
-        let signatures = Candidates::single(Encoding::Base64, value.trim(), 32, SIGNATURE_HEADER)?;
+        let value = header(request.headers, &SIGNATURE_HEADER)?;
+        let signatures =
+            Candidates::single(Encoding::Base64, value.trim(), 32, SIGNATURE_HEADER.text)?;
         let message: [&[u8]; 2] = [self.notification_url.as_bytes(), request.body];
         let digest = self
             .keys
@@ -154,11 +156,11 @@ mod tests {
         assert!(check(&square(&["other", KEY], URL), &sig, BODY).is_ok());
         assert_eq!(
             check(&provider, "abc", BODY),
-            Err(VerifyError::GarbledHeader(SIGNATURE_HEADER))
+            Err(VerifyError::GarbledHeader(SIGNATURE_HEADER.text))
         );
         assert_eq!(
             verify(&provider, &headers(&[]), BODY.as_bytes(), 0),
-            Err(VerifyError::MissingHeader(SIGNATURE_HEADER))
+            Err(VerifyError::MissingHeader(SIGNATURE_HEADER.text))
         );
     }
 

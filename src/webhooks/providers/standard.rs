@@ -25,7 +25,8 @@ use super::secrets;
 use super::signatures::{base64, Candidates};
 use super::signing::{parse_unix, random_id, Keyed};
 use super::{
-    header, json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
+    header, json_object, Named, Provider, RawRequest, SignOptions, Verified, VerifiedEvent,
+    VerifyError,
 };
 use crate::signing::{WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 
@@ -33,21 +34,21 @@ const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
 
 /// One family of header names.
 struct HeaderNames {
-    id: &'static str,
-    timestamp: &'static str,
-    signature: &'static str,
+    id: Named,
+    timestamp: Named,
+    signature: Named,
 }
 
-const WEBHOOK_HEADERS: HeaderNames = HeaderNames {
-    id: WEBHOOK_ID,
-    timestamp: WEBHOOK_TIMESTAMP,
-    signature: WEBHOOK_SIGNATURE,
+static WEBHOOK_HEADERS: HeaderNames = HeaderNames {
+    id: Named::new(WEBHOOK_ID),
+    timestamp: Named::new(WEBHOOK_TIMESTAMP),
+    signature: Named::new(WEBHOOK_SIGNATURE),
 };
 
-const SVIX_HEADERS: HeaderNames = HeaderNames {
-    id: "svix-id",
-    timestamp: "svix-timestamp",
-    signature: "svix-signature",
+static SVIX_HEADERS: HeaderNames = HeaderNames {
+    id: Named::new("svix-id"),
+    timestamp: Named::new("svix-timestamp"),
+    signature: Named::new("svix-signature"),
 };
 
 pub struct Standard {
@@ -70,8 +71,8 @@ struct Payload<'a> {
 }
 
 fn header_names(headers: &HeaderMap) -> &'static HeaderNames {
-    if !headers.contains_key(WEBHOOK_HEADERS.signature)
-        && headers.contains_key(SVIX_HEADERS.signature)
+    if !headers.contains_key(WEBHOOK_HEADERS.signature.name())
+        && headers.contains_key(SVIX_HEADERS.signature.name())
     {
         &SVIX_HEADERS
     } else {
@@ -86,17 +87,17 @@ impl Provider for Standard {
 
     fn verify(&self, request: &RawRequest<'_>) -> Result<Verified, VerifyError> {
         let names = header_names(request.headers);
-        let signature = header(request.headers, names.signature)?;
+        let signature = header(request.headers, &names.signature)?;
         // The ID is signed as raw bytes; whether it is usable text is decided after the signature.
         let id = request
             .headers
-            .get(names.id)
-            .ok_or(VerifyError::MissingHeader(names.id))?
+            .get(names.id.name())
+            .ok_or(VerifyError::MissingHeader(names.id.text))?
             .as_bytes();
-        let timestamp = header(request.headers, names.timestamp)?;
-        let unix = parse_unix(timestamp).ok_or(VerifyError::GarbledHeader(names.timestamp))?;
+        let timestamp = header(request.headers, &names.timestamp)?;
+        let unix = parse_unix(timestamp).ok_or(VerifyError::GarbledHeader(names.timestamp.text))?;
 
-        let garbled = || VerifyError::GarbledHeader(names.signature);
+        let garbled = || VerifyError::GarbledHeader(names.signature.text);
         let mut signatures = Candidates::new(32);
         for entry in signature.split(' ').filter(|entry| !entry.is_empty()) {
             let (version, value) = entry.split_once(',').ok_or_else(garbled)?;

@@ -26,11 +26,13 @@ use super::params::ParamsShape;
 use super::secrets;
 use super::signing::Keyed;
 use super::splice::ZeroedMember;
-use super::{json_object, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError};
+use super::{
+    json_object, Named, Provider, RawRequest, SignOptions, Verified, VerifiedEvent, VerifyError,
+};
 
 /// `Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]` over `"<t>.<raw body>"`.
-const SIGNATURE: ParamsShape = ParamsShape {
-    header: "stripe-signature",
+static SIGNATURE: ParamsShape = ParamsShape {
+    header: Named::new("stripe-signature"),
     separator: ',',
     timestamp: "t",
     signature: "v1",

@@ -15,9 +15,10 @@ use crate::webhooks::providers::extract::Pointer;
 use crate::webhooks::providers::params::ParamsShape;
 use crate::webhooks::providers::signatures::Candidates;
 use crate::webhooks::providers::splice::{Edits, Members};
+use crate::webhooks::providers::Named;
 
-const STRIPE: ParamsShape = ParamsShape {
-    header: "stripe-signature",
+static STRIPE: ParamsShape = ParamsShape {
+    header: Named::new("stripe-signature"),
     separator: ',',
     timestamp: "t",
     signature: "v1",

@@ -174,7 +174,13 @@ async fn a_lost_response_is_replayed_to_the_retry(backend: Backend) {
     assert!(retry.replayed(), "{retry:?}");
     assert!(retry.text().contains(r#""execution":1"#));
     assert_eq!(upstream.executions("lost", ORDERS), 1);
-    // The execution counts although nobody received its answer.
+    // The execution counts although nobody received its answer. It is counted when the first
+    // request's task finishes, after its answer was stored: the retry can be answered from the
+    // store first, so the count is awaited, not read once.
+    eventually(10, "the execution to be counted", || async {
+        outcome(&t, "executed").await >= 1.0
+    })
+    .await;
     assert_eq!(outcome(&t, "executed").await, 1.0);
 }
 

@@ -11,6 +11,11 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+/// `Idempotency-Replayed`, on every answer given again rather than made anew: a proxy's stored
+/// response, a webhook's acknowledgement of a delivery already forwarded. A name made once: given
+/// as text, a header map parses it at every call.
+pub const REPLAYED: http::HeaderName = http::HeaderName::from_static("idempotency-replayed");
+
 /// A boxed future, so that async traits can be used as `Arc<dyn …>`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

@@ -91,12 +91,14 @@ fn walk(hops: &[Hop], peer: IpAddr, trusted: &Networks) -> Option<ClientAddr> {
     Some(ClientAddr::Known(last_trusted))
 }
 
+/// `X-Forwarded-For`, as a name made once: given as text, a header map parses it at every lookup.
+/// The proxy appends to the same header (`proxy::upstream`).
+pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
 /// Every `X-Forwarded-For` line's entries, in order: `192.0.2.1`, `2001:db8::1`,
 /// `[2001:db8::1]`, and with a port (`192.0.2.1:4711`, `[2001:db8::1]:4711`), as some load
 /// balancers write them. A line that is not visible ASCII is one unreadable hop.
 fn x_forwarded_for(headers: &HeaderMap) -> Vec<Hop> {
-    // A name made once: given as text, the header map would parse it at every request.
-    const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
     let mut hops = Vec::new();
     for line in headers.get_all(X_FORWARDED_FOR) {
         let Ok(text) = line.to_str() else {

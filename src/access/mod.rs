@@ -18,7 +18,7 @@ mod networks;
 mod source_access;
 
 pub use bucket::retry_after_secs;
-pub use client_addr::{resolve, ClientAddr};
+pub use client_addr::{resolve, ClientAddr, X_FORWARDED_FOR};
 pub use client_table::MAX_CLIENTS;
 pub use gate::{charges, Gate};
 pub use networks::Networks;

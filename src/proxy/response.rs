@@ -23,7 +23,7 @@ use bytes::Bytes;
 use super::upstream::HopByHop;
 
 /// Marks every replay.
-pub const REPLAYED: HeaderName = HeaderName::from_static("idempotency-replayed");
+pub use crate::util::REPLAYED;
 /// Marks a replay whose body was too large to store.
 pub const TRUNCATED: HeaderName = HeaderName::from_static("idempotency-replay-truncated");
 

@@ -27,14 +27,13 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use crate::access::Networks;
+use crate::access::{Networks, X_FORWARDED_FOR};
 use crate::config::ProxySettings;
 use crate::telemetry;
 use crate::util::with_ip_text;
 
 // The forwarding headers hookonce writes, as names made once: a header map looks a name given
 // as text up only after parsing it, at every call.
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 

@@ -5,16 +5,14 @@
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{header, HeaderName, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
 
 use crate::access::{retry_after_secs, ClientAddr};
 use crate::outcome::Outcome;
+use crate::util::REPLAYED;
 use crate::webhooks::providers::Ack;
-
-/// Marks the answer to a delivery already forwarded (a provider's retry), as a name made once.
-const REPLAYED: HeaderName = HeaderName::from_static("idempotency-replayed");
 
 /// How a request ended: the outcome that speaks for it, and what to send back.
 pub(super) struct Reply {

@@ -369,11 +369,13 @@ impl Runner for ScriptRunner {
             telemetry::Kind::Client,
             links.first(),
             links.clone(),
-            vec![
-                KeyValue::new("db.system.name", "redis"),
-                KeyValue::new("hookonce.source", lane.source.clone()),
-                KeyValue::new("hookonce.requests", items.len() as i64),
-            ],
+            || {
+                vec![
+                    KeyValue::new("db.system.name", "redis"),
+                    KeyValue::new("hookonce.source", lane.source.clone()),
+                    KeyValue::new("hookonce.requests", items.len() as i64),
+                ]
+            },
         );
         Box::pin(async move {
             let judged = self.call(lane, items, true).await;

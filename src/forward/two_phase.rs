@@ -251,7 +251,7 @@ async fn settle(
     } = job;
     // A client span; the sink sends its context with the message.
     let span =
-        crate::telemetry::Span::child("sink publish", crate::telemetry::Kind::Client, Vec::new());
+        crate::telemetry::Span::child("sink publish", crate::telemetry::Kind::Client, Vec::new);
     let published = crate::telemetry::within(&span, sink.publish(&message)).await;
     if let Err(error) = &published {
         span.fail(|| error.to_string());

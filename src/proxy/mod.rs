@@ -218,14 +218,12 @@ impl Proxy {
         peer: SocketAddr,
         started: Instant,
     ) -> Response<Body> {
-        let span = telemetry::Span::server(
-            "proxy",
-            request.headers(),
+        let span = telemetry::Span::server("proxy", request.headers(), || {
             vec![
                 KeyValue::new("hookonce.proxy", self.name.clone()),
                 KeyValue::new("http.request.method", request.method().to_string()),
-            ],
-        );
+            ]
+        });
         let response = telemetry::within(&span, self.handle_in_span(request, peer, started)).await;
         span.answered(response.status().as_u16());
         response

@@ -153,7 +153,7 @@ impl Upstream {
         &self,
         mut request: Request<Body>,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        let span = telemetry::Span::child("proxy upstream", telemetry::Kind::Client, Vec::new());
+        let span = telemetry::Span::child("proxy upstream", telemetry::Kind::Client, Vec::new);
         span.inject(request.headers_mut());
         let result = self.client.request(request).await.map_err(|error| {
             if has_cause::<LengthLimitError>(&error) {

@@ -103,15 +103,13 @@ impl Job {
             "relay attempt",
             telemetry::Kind::Client,
             self.entry.field(telemetry::TRACEPARENT),
-            if telemetry::enabled() {
+            || {
                 vec![
                     KeyValue::new("hookonce.route", shared.route.name.to_string()),
                     KeyValue::new("hookonce.source", source.name.to_string()),
                     KeyValue::new("hookonce.event_id", self.entry.text("event_id").to_string()),
                     KeyValue::new("hookonce.attempt", i64::from(attempt)),
                 ]
-            } else {
-                Vec::new()
             },
         );
         span.inject(&mut headers);

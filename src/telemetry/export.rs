@@ -1,4 +1,4 @@
-//! The tracer of the process: a parent-based ratio sampler, a bounded batch processor and the
+//! The tracer of the process: a parent-based sampler, a bounded batch processor and the
 //! OTLP/HTTP protobuf exporter, which posts through the project's own reqwest client on the
 //! daemon's runtime. A collector that is down costs a failed export in the background, counted
 //! in `hookonce_telemetry_export_failures_total`; a request never waits for it.
@@ -27,7 +27,18 @@ const MAX_BATCH: usize = 512;
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
 
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
-pub(super) static TRACER: OnceLock<SdkTracer> = OnceLock::new();
+pub(super) static TRACER: OnceLock<Tracer> = OnceLock::new();
+
+/// The SDK's tracer, and the share of new traces it records.
+pub(super) struct Tracer {
+    /// Builds recording spans only: `span.rs` decides before it is asked (see [`Tracer::ratio`]).
+    pub(super) sdk: SdkTracer,
+    /// `telemetry.sample_ratio`: the share of new roots that are recorded. `span.rs` draws a
+    /// root's trace ID and keeps the root when the ID falls within the ratio, by the rule of the
+    /// SDK's `TraceIdRatioBased`; a span of a trace that is not recorded is never built, so
+    /// the SDK's sampler sees only spans to record (`ParentBased(AlwaysOn)`).
+    pub(super) ratio: f64,
+}
 
 /// Why telemetry could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -79,7 +90,8 @@ pub fn install(
     let processor = BatchSpanProcessor::builder(exporter)
         .with_batch_config(batch)
         .build();
-    let sampler = Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(settings.sample_ratio)));
+    // Every span that reaches the SDK is to be recorded (`Tracer::ratio` says why).
+    let sampler = Sampler::ParentBased(Box::new(Sampler::AlwaysOn));
     let provider = SdkTracerProvider::builder()
         .with_span_processor(processor)
         .with_sampler(sampler)
@@ -89,7 +101,10 @@ pub fn install(
                 .build(),
         )
         .build();
-    let tracer = provider.tracer("hookonce");
+    let tracer = Tracer {
+        sdk: provider.tracer("hookonce"),
+        ratio: settings.sample_ratio,
+    };
     if PROVIDER.set(provider).is_ok() {
         let _ = TRACER.set(tracer);
     }

@@ -4,11 +4,14 @@
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::{SpanContext, SpanKind, Status, TraceContextExt, Tracer as _};
+use opentelemetry::trace::{
+    SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer as _,
+};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{IdGenerator as _, RandomIdGenerator};
 
-use super::export::TRACER;
+use super::export::{Tracer, TRACER};
 
 /// The stream entry field and header that carry the W3C trace context.
 pub const TRACEPARENT: &str = "traceparent";
@@ -40,39 +43,50 @@ impl From<Kind> for SpanKind {
 pub type Link = SpanContext;
 
 /// A span, or nothing when telemetry is off. Ends when dropped, unless ended before.
+///
+/// A span of a trace that is not sampled is never built: it carries its trace's context (so
+/// outbound messages pass the decision on and log lines name the trace) and records nothing, so
+/// its attributes are never made.
 pub struct Span {
     context: Option<Context>,
+    /// Whether `context` holds a span of this process's SDK, to be written to and ended.
+    recording: bool,
 }
 
 impl Span {
     /// No span: telemetry is off.
     pub const fn none() -> Self {
-        Self { context: None }
+        Self {
+            context: None,
+            recording: false,
+        }
     }
 
     /// A server span for an inbound request: the child of its `traceparent` (and `tracestate`)
     /// when it carries one, else the root of a new trace.
-    pub fn server(name: &'static str, headers: &HeaderMap, attributes: Vec<KeyValue>) -> Self {
+    pub fn server(
+        name: &'static str,
+        headers: &HeaderMap,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
+    ) -> Self {
         let Some(tracer) = TRACER.get() else {
             return Self::none();
         };
         let parent = TraceContextPropagator::new().extract(&Headers(headers));
-        Self::start(tracer, name, Kind::Server, &parent, attributes, Vec::new())
+        Self::start(tracer, name, Kind::Server, parent, attributes, Vec::new())
     }
 
     /// A child of the current span (the task's context).
-    pub fn child(name: &'static str, kind: Kind, attributes: Vec<KeyValue>) -> Self {
+    pub fn child(
+        name: &'static str,
+        kind: Kind,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
+    ) -> Self {
         let Some(tracer) = TRACER.get() else {
             return Self::none();
         };
-        Self::start(
-            tracer,
-            name,
-            kind,
-            &Context::current(),
-            attributes,
-            Vec::new(),
-        )
+        let parent = Context::current();
+        Self::start(tracer, name, kind, parent, attributes, Vec::new())
     }
 
     /// A span whose parent is `parent` (a context carried from elsewhere, or none: a new root),
@@ -82,7 +96,7 @@ impl Span {
         kind: Kind,
         parent: Option<&Link>,
         links: Vec<Link>,
-        attributes: Vec<KeyValue>,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
     ) -> Self {
         let Some(tracer) = TRACER.get() else {
             return Self::none();
@@ -91,7 +105,7 @@ impl Span {
             Some(link) => Context::new().with_remote_span_context(link.clone()),
             None => Context::new(),
         };
-        Self::start(tracer, name, kind, &parent, attributes, links)
+        Self::start(tracer, name, kind, parent, attributes, links)
     }
 
     /// A span whose parent is the `traceparent` of a stream entry, if it has a readable one.
@@ -99,7 +113,7 @@ impl Span {
         name: &'static str,
         kind: Kind,
         traceparent: Option<&[u8]>,
-        attributes: Vec<KeyValue>,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
     ) -> Self {
         let Some(tracer) = TRACER.get() else {
             return Self::none();
@@ -109,30 +123,66 @@ impl Span {
             headers.insert(HeaderName::from_static(TRACEPARENT), value);
         }
         let parent = TraceContextPropagator::new().extract(&Headers(&headers));
-        Self::start(tracer, name, kind, &parent, attributes, Vec::new())
+        Self::start(tracer, name, kind, parent, attributes, Vec::new())
     }
 
+    /// The span beneath `parent`. The sampling decision is made here, before anything is built:
+    /// beneath a parent, the parent's (a trace not sampled stays so, and its span is the
+    /// parent's context itself); for a new root, `telemetry.sample_ratio` applied to a fresh
+    /// trace ID. Only a span to record reaches the SDK.
     fn start(
-        tracer: &opentelemetry_sdk::trace::SdkTracer,
+        tracer: &Tracer,
         name: &'static str,
         kind: Kind,
-        parent: &Context,
-        attributes: Vec<KeyValue>,
+        parent: Context,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
         links: Vec<Link>,
     ) -> Self {
+        let (beneath_one, sampled) = {
+            let above = parent.span();
+            let above = above.span_context();
+            (above.is_valid(), above.is_sampled())
+        };
+        if beneath_one {
+            if !sampled {
+                return Self::unrecorded(parent);
+            }
+        } else if tracer.ratio < 1.0 {
+            let trace_id = RandomIdGenerator::default().new_trace_id();
+            if !within_ratio(tracer.ratio, trace_id) {
+                let root = SpanContext::new(
+                    trace_id,
+                    RandomIdGenerator::default().new_span_id(),
+                    TraceFlags::default(),
+                    false,
+                    TraceState::default(),
+                );
+                return Self::unrecorded(Context::new().with_remote_span_context(root));
+            }
+        }
         let span = tracer
+            .sdk
             .span_builder(name)
             .with_kind(kind.into())
-            .with_attributes(attributes)
+            .with_attributes(attributes())
             .with_links(
                 links
                     .into_iter()
                     .map(opentelemetry::trace::Link::with_context)
                     .collect(),
             )
-            .start_with_context(tracer, parent);
+            .start_with_context(&tracer.sdk, &parent);
         Self {
             context: Some(parent.with_span(span)),
+            recording: true,
+        }
+    }
+
+    /// The context of a trace that is not sampled, carried without a span of its own.
+    fn unrecorded(context: Context) -> Self {
+        Self {
+            context: Some(context),
+            recording: false,
         }
     }
 
@@ -141,11 +191,16 @@ impl Span {
         self.context.as_ref()
     }
 
-    /// Adds attributes to the span.
+    /// Adds attributes to the span (made only when it records).
     pub fn set(&self, attributes: impl FnOnce() -> Vec<KeyValue>) {
-        if let Some(cx) = &self.context {
+        if let Some(cx) = self.recorded() {
             cx.span().set_attributes(attributes());
         }
+    }
+
+    /// The span's context when it is a span of its own, to write to and end.
+    fn recorded(&self) -> Option<&Context> {
+        self.context.as_ref().filter(|_| self.recording)
     }
 
     /// Ends a server span with the status code its request was answered with.
@@ -161,7 +216,7 @@ impl Span {
 
     /// Marks the span failed, with why.
     pub fn fail(&self, why: impl FnOnce() -> String) {
-        if let Some(cx) = &self.context {
+        if let Some(cx) = self.recorded() {
             cx.span().set_status(Status::error(why()));
         }
     }
@@ -183,7 +238,11 @@ impl Span {
 
     /// Ends the span now.
     pub fn end(mut self) {
-        if let Some(cx) = self.context.take() {
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        if let Some(cx) = self.context.take().filter(|_| self.recording) {
             cx.span().end();
         }
     }
@@ -191,10 +250,19 @@ impl Span {
 
 impl Drop for Span {
     fn drop(&mut self) {
-        if let Some(cx) = self.context.take() {
-            cx.span().end();
-        }
+        self.finish();
     }
+}
+
+/// Whether a new root with `trace_id` is sampled at `ratio` (below 1): the rule of the SDK's
+/// `TraceIdRatioBased` (the trace ID's last 8 bytes, shifted right by one, below the ratio of
+/// 2^63), so that a trace ID says alike here and there whether its trace was kept.
+fn within_ratio(ratio: f64, trace_id: TraceId) -> bool {
+    let bound = (ratio.max(0.0) * (1u64 << 63) as f64) as u64;
+    let low: [u8; 8] = trace_id.to_bytes()[8..]
+        .try_into()
+        .expect("a trace ID has 16 bytes");
+    (u64::from_be_bytes(low) >> 1) < bound
 }
 
 /// `work` in the current context, taken now (a task spawned for it continues the trace); off,
@@ -226,10 +294,15 @@ fn in_context<F: std::future::Future>(
     }
 }
 
-/// Adds attributes to the current span (one whose work is running), when telemetry is on.
+/// Adds attributes to the current span (one whose work is running), when telemetry is on and
+/// that span records; the attributes are made only then.
 pub fn annotate_current(attributes: impl FnOnce() -> Vec<KeyValue>) {
     if enabled() {
-        Context::current().span().set_attributes(attributes());
+        let cx = Context::current();
+        let span = cx.span();
+        if span.is_recording() {
+            span.set_attributes(attributes());
+        }
     }
 }
 

@@ -192,14 +192,12 @@ impl Ingest {
     }
 
     async fn process_traced(&self, request: Received) -> Response {
-        let span = telemetry::Span::server(
-            "webhook",
-            &request.headers,
+        let span = telemetry::Span::server("webhook", &request.headers, || {
             vec![
                 KeyValue::new("hookonce.source", request.source.clone()),
                 KeyValue::new("http.request.method", "POST"),
-            ],
-        );
+            ]
+        });
         let response = telemetry::within(&span, self.process_in_span(request)).await;
         span.answered(response.status().as_u16());
         response
@@ -244,7 +242,7 @@ impl Ingest {
             body: &received.body.bytes,
             now_unix: (received_at_ms / 1000) as i64,
         };
-        let verifying = telemetry::Span::child("verify", telemetry::Kind::Internal, Vec::new());
+        let verifying = telemetry::Span::child("verify", telemetry::Kind::Internal, Vec::new);
         let verified = live.provider.verify(&request);
         if let Err(error) = &verified {
             verifying.fail(|| error.to_string());
@@ -405,10 +403,13 @@ pub fn status_of(outcome: Outcome) -> StatusCode {
     }
 }
 
-/// Writes what came of the request onto its span (the current one).
+/// Writes what came of the request onto its span (the current one), when that span records.
 fn annotate(source: &str, reply: &Reply, status: StatusCode) {
     let cx = opentelemetry::Context::current();
     let span = cx.span();
+    if !span.is_recording() {
+        return;
+    }
     span.set_attribute(KeyValue::new("hookonce.source", source.to_owned()));
     span.set_attribute(KeyValue::new("hookonce.outcome", reply.outcome.label()));
     if let Some(event_id) = &reply.event_id {

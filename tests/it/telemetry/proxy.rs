@@ -1,6 +1,6 @@
 //! The proxy's trace: its server span beneath the client's `traceparent`, the upstream exchange
 //! beneath it, and the upstream handed the exchange's context; the Idempotency-Key is never an
-//! attribute.
+//! attribute. A client's trace that is not sampled reaches the upstream as it came, unrecorded.
 
 use super::*;
 use crate::proxy::{send, settings, ALICE, ORDERS, PROXY};
@@ -56,4 +56,41 @@ async fn a_proxied_request_s_upstream_sees_the_proxy_span_as_parent() {
             );
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_trace_not_sampled_reaches_the_upstream_unrecorded() {
+    let collector = Collector::start().await;
+    let upstream = Upstream::start().await;
+    let t = TestApp::builder(crate::support::Backend::Redis)
+        .without_sources()
+        .proxy(PROXY, settings(&upstream))
+        .telemetry(telemetry_to(collector.endpoint(), 1.0))
+        .start()
+        .await;
+    let inbound = format!("00-{TRACE}-{PARENT}-00");
+    let answer = send(
+        &t,
+        "POST",
+        ORDERS,
+        &[
+            ("idempotency-key", "unsampled-1"),
+            ("authorization", ALICE),
+            ("traceparent", &inbound),
+        ],
+        b"{}",
+    )
+    .await;
+    assert_eq!(answer.status, 201);
+    // The upstream hears the client's decision not to sample, under the client's trace.
+    let seen = upstream.seen();
+    let traceparent = seen[0].header("traceparent").unwrap_or_default();
+    assert!(
+        traceparent.starts_with(&format!("00-{TRACE}-")) && traceparent.ends_with("-00"),
+        "{traceparent:?}"
+    );
+    tokio::task::spawn_blocking(hookonce::telemetry::shutdown)
+        .await
+        .unwrap();
+    assert!(collector.spans().is_empty(), "{:?}", collector.spans());
 }

@@ -1,7 +1,9 @@
 //! One trace from the provider to the worker: the webhook's server span beneath the inbound
 //! `traceparent`, its verification and store call beneath it, the context in the stream entry,
 //! the relay's attempt beneath that, and the worker handed the attempt's context. Then: a new
-//! root without an inbound header, nothing exported at ratio 0, and a collector that is down.
+//! root without an inbound header, nothing exported at ratio 0, an inbound trace not sampled
+//! followed at ratio 1, the ratio's share of new roots kept (with every kept span whole), and a
+//! collector that is down.
 
 use std::time::Instant;
 
@@ -113,6 +115,74 @@ async fn sampling_at_zero_exports_nothing_and_stores_no_context() {
         let traceparent = delivery.header("traceparent");
         assert!(traceparent.ends_with("-00"), "{traceparent:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inbound_trace_not_sampled_is_followed_at_ratio_one() {
+    let collector = Collector::start().await;
+    let worker = RelayWorker::start().await;
+    let app = traced_app(&worker, collector.endpoint(), 1.0).await;
+    let inbound = format!("00-{TRACE}-{PARENT}-00");
+    let response = post_event(&app, "evt_unsampled", &[("traceparent", &inbound)]).await;
+    assert_eq!(response.status(), 200);
+    eventually(10, "the delivery", || {
+        let done = worker.deliveries().len() == 1;
+        async move { done }
+    })
+    .await;
+    tokio::task::spawn_blocking(hookonce::telemetry::shutdown)
+        .await
+        .unwrap();
+    let of_trace: Vec<_> = collector
+        .spans()
+        .into_iter()
+        .filter(|s| s.trace_id == TRACE)
+        .collect();
+    assert!(of_trace.is_empty(), "{of_trace:?}");
+    assert_eq!(entry_traceparents(&app), vec![String::new()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ratio_keeps_its_share_of_new_traces_and_each_kept_trace_whole() {
+    const REQUESTS: usize = 200;
+    let collector = Collector::start().await;
+    let worker = RelayWorker::start().await;
+    let app = traced_app(&worker, collector.endpoint(), 0.5).await;
+    for i in 0..REQUESTS {
+        let response = post_event(&app, &format!("evt_share_{i}"), &[]).await;
+        assert_eq!(response.status(), 200);
+    }
+    eventually(10, "the deliveries", || {
+        let done = worker.deliveries().len() == REQUESTS;
+        async move { done }
+    })
+    .await;
+    tokio::task::spawn_blocking(hookonce::telemetry::shutdown)
+        .await
+        .unwrap();
+    let requests = collector.named("webhook");
+    // Binomial(200, 0.5): outside 60..=140 with a probability below 10^-8.
+    assert!(
+        (60..=140).contains(&requests.len()),
+        "{} of {REQUESTS} requests kept at ratio 0.5",
+        requests.len()
+    );
+    // A kept request has its verification beneath it; a dropped one has no span at all, not even
+    // an orphan child of its own.
+    let verifications = collector.named("verify");
+    assert_eq!(verifications.len(), requests.len());
+    for verify in &verifications {
+        assert!(
+            requests
+                .iter()
+                .any(|r| r.trace_id == verify.trace_id && r.span_id == verify.parent_span_id),
+            "{verify:?} has no request span above it"
+        );
+    }
+    // The stream carries the context of the kept requests only.
+    let stored = entry_traceparents(&app);
+    let carried = stored.iter().filter(|t| !t.is_empty()).count();
+    assert_eq!(carried, requests.len(), "{stored:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -65,12 +65,15 @@ fn traced_script() -> String {
             "local received_at, content_type, n = ARGV[a], ARGV[a + 1], ARGV[a + 2]\n  a = a + 3",
             "local received_at, content_type, tp, n = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]\n  a = a + 4",
         )
+        // One empty table for every request without a sampled trace, not one each.
+        .replace("local verdicts = {}\n", "local verdicts = {}\nlocal untraced = {}\n")
         .replace(
             "local id\n",
-            "local id\n        local extra = {}\n        if tp ~= '' then extra = {'traceparent', tp} end\n",
+            "local id\n        local extra = untraced\n        if tp ~= '' then extra = {'traceparent', tp} end\n",
         )
         .replace("'body', ARGV[e + 3])", "'body', ARGV[e + 3], unpack(extra))");
     debug_assert!(text.contains("tp, n = "));
+    debug_assert!(text.contains("local untraced = {}"));
     debug_assert_eq!(text.matches("unpack(extra)").count(), 2);
     text
 }

@@ -10,8 +10,8 @@ use crate::support::upstream::Upstream;
 const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 const PARENT: &str = "b7ad6b7169203331";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_proxied_request_s_upstream_sees_the_proxy_span_as_parent() {
+/// A collector, an upstream, and the proxy in front of it tracing every request to the collector.
+async fn traced_proxy() -> (Collector, Upstream, TestApp) {
     let collector = Collector::start().await;
     let upstream = Upstream::start().await;
     let t = TestApp::builder(crate::support::Backend::Redis)
@@ -20,6 +20,12 @@ async fn a_proxied_request_s_upstream_sees_the_proxy_span_as_parent() {
         .telemetry(telemetry_to(collector.endpoint(), 1.0))
         .start()
         .await;
+    (collector, upstream, t)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxied_request_s_upstream_sees_the_proxy_span_as_parent() {
+    let (collector, upstream, t) = traced_proxy().await;
     let inbound = format!("00-{TRACE}-{PARENT}-01");
     let key = "secret-looking-key-1";
     let answer = send(
@@ -60,14 +66,7 @@ async fn a_proxied_request_s_upstream_sees_the_proxy_span_as_parent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_trace_not_sampled_reaches_the_upstream_unrecorded() {
-    let collector = Collector::start().await;
-    let upstream = Upstream::start().await;
-    let t = TestApp::builder(crate::support::Backend::Redis)
-        .without_sources()
-        .proxy(PROXY, settings(&upstream))
-        .telemetry(telemetry_to(collector.endpoint(), 1.0))
-        .start()
-        .await;
+    let (collector, upstream, t) = traced_proxy().await;
     let inbound = format!("00-{TRACE}-{PARENT}-00");
     let answer = send(
         &t,

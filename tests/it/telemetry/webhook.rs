@@ -13,6 +13,19 @@ use crate::support::otlp::{closed_endpoint, CLIENT, SERVER};
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT: &str = "00f067aa0ba902b7";
 
+/// Awaits `deliveries` deliveries at `worker`, then shuts telemetry down, which exports whatever
+/// is queued: after it, every span that was kept has arrived.
+async fn delivered_and_exported(worker: &RelayWorker, deliveries: usize) {
+    eventually(10, "the deliveries", || {
+        let done = worker.deliveries().len() == deliveries;
+        async move { done }
+    })
+    .await;
+    tokio::task::spawn_blocking(hookonce::telemetry::shutdown)
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trace_runs_from_the_inbound_traceparent_through_the_stream_to_the_worker() {
     let collector = Collector::start().await;
@@ -99,15 +112,7 @@ async fn sampling_at_zero_exports_nothing_and_stores_no_context() {
             200
         );
     }
-    eventually(10, "the deliveries", || {
-        let done = worker.deliveries().len() == 5;
-        async move { done }
-    })
-    .await;
-    // Shutting down exports whatever is queued: after it, whatever was kept has arrived.
-    tokio::task::spawn_blocking(hookonce::telemetry::shutdown)
-        .await
-        .unwrap();
+    delivered_and_exported(&worker, 5).await;
     assert!(collector.spans().is_empty(), "{:?}", collector.spans());
     assert_eq!(entry_traceparents(&app), vec![String::new(); 5]);
     // A worker hears the decision not to sample (flags 00), so that it does not sample either.
@@ -125,14 +130,7 @@ async fn an_inbound_trace_not_sampled_is_followed_at_ratio_one() {
     let inbound = format!("00-{TRACE}-{PARENT}-00");
     let response = post_event(&app, "evt_unsampled", &[("traceparent", &inbound)]).await;
     assert_eq!(response.status(), 200);
-    eventually(10, "the delivery", || {
-        let done = worker.deliveries().len() == 1;
-        async move { done }
-    })
-    .await;
-    tokio::task::spawn_blocking(hookonce::telemetry::shutdown)
-        .await
-        .unwrap();
+    delivered_and_exported(&worker, 1).await;
     let of_trace: Vec<_> = collector
         .spans()
         .into_iter()
@@ -152,14 +150,7 @@ async fn a_ratio_keeps_its_share_of_new_traces_and_each_kept_trace_whole() {
         let response = post_event(&app, &format!("evt_share_{i}"), &[]).await;
         assert_eq!(response.status(), 200);
     }
-    eventually(10, "the deliveries", || {
-        let done = worker.deliveries().len() == REQUESTS;
-        async move { done }
-    })
-    .await;
-    tokio::task::spawn_blocking(hookonce::telemetry::shutdown)
-        .await
-        .unwrap();
+    delivered_and_exported(&worker, REQUESTS).await;
     let requests = collector.named("webhook");
     // Binomial(200, 0.5): outside 60..=140 with a probability below 10^-8.
     assert!(

@@ -1,16 +1,14 @@
 //! The tracer of the process: a parent-based sampler, a bounded batch processor and the
-//! OTLP/HTTP protobuf exporter, which posts through the project's own reqwest client on the
-//! daemon's runtime. A collector that is down costs a failed export in the background, counted
-//! in `hookonce_telemetry_export_failures_total`; a request never waits for it.
+//! OTLP/HTTP protobuf exporter, which encodes each batch itself (`otlp.rs`) and posts it through
+//! the project's own reqwest client on the daemon's runtime. A collector that is down costs a
+//! failed export in the background, counted in `hookonce_telemetry_export_failures_total`; a
+//! request never waits for it.
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use bytes::Bytes;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_http::{HttpClient, HttpError, Request, Response};
-use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
-use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracer, SdkTracerProvider, SpanData,
     SpanExporter,
@@ -45,8 +43,6 @@ pub(super) struct Tracer {
 pub enum InstallError {
     #[error("telemetry.otlp_endpoint: cannot build the HTTP client")]
     Client(#[source] reqwest::Error),
-    #[error("telemetry.otlp_endpoint: cannot build the OTLP exporter")]
-    Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
     #[error("telemetry needs a Tokio runtime to export from")]
     NoRuntime(#[source] tokio::runtime::TryCurrentError),
 }
@@ -70,16 +66,11 @@ pub fn install(
         .timeout(EXPORT_TIMEOUT)
         .build()
         .map_err(InstallError::Client)?;
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .with_protocol(Protocol::HttpBinary)
-        .with_endpoint(url)
-        .with_timeout(EXPORT_TIMEOUT)
-        .with_http_client(OnRuntime { client, runtime })
-        .build()
-        .map_err(InstallError::Exporter)?;
-    let exporter = Counted {
-        inner: exporter,
+    let exporter = OtlpHttp {
+        client,
+        runtime,
+        url,
+        resource: Resource::builder_empty().build(),
         failures,
     };
     let batch = BatchConfigBuilder::default()
@@ -121,63 +112,47 @@ pub fn shutdown() {
     }
 }
 
-/// The OTLP exporter with every failed export counted.
+/// The exporter: each batch encoded as one `ExportTraceServiceRequest` and posted to
+/// `{otlp_endpoint}/v1/traces` as `application/x-protobuf`, on the daemon's runtime (the batch
+/// processor exports from a thread of its own, where reqwest has no reactor). An export that does
+/// not reach the collector, or that it does not accept (an answer other than 2xx), is counted.
 #[derive(Debug)]
-struct Counted<E> {
-    inner: E,
+struct OtlpHttp {
+    client: reqwest::Client,
+    runtime: tokio::runtime::Handle,
+    url: String,
+    /// The provider's resource, given by the SDK before the first export.
+    resource: Resource,
     failures: metrics::Counter,
 }
 
-impl<E: SpanExporter> SpanExporter for Counted<E> {
+impl SpanExporter for OtlpHttp {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        let result = self.inner.export(batch).await;
-        if result.is_err() {
-            self.failures.increment(1);
-        }
-        result
-    }
-
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
-    }
-
-    fn force_flush(&self) -> OTelSdkResult {
-        self.inner.force_flush()
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        self.inner.set_resource(resource);
-    }
-}
-
-/// The project's reqwest client, driven on the daemon's runtime: the batch processor exports
-/// from a thread of its own, where reqwest has no reactor.
-#[derive(Debug)]
-struct OnRuntime {
-    client: reqwest::Client,
-    runtime: tokio::runtime::Handle,
-}
-
-#[async_trait::async_trait]
-impl HttpClient for OnRuntime {
-    async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
-        let (head, body) = request.into_parts();
+        let body = super::otlp::encode(&self.resource, &batch);
+        drop(batch);
         let call = self
             .client
-            .request(head.method, head.uri.to_string())
-            .headers(head.headers)
+            .post(&self.url)
+            .header(http::header::CONTENT_TYPE, "application/x-protobuf")
             .body(body);
         let exchange = self.runtime.spawn(async move {
             let response = call.send().await?;
             let status = response.status();
-            let headers = response.headers().clone();
-            let body = response.bytes().await?;
-            Ok::<_, reqwest::Error>((status, headers, body))
+            // Read to its end, so that the connection serves the next export.
+            response.bytes().await?;
+            Ok::<_, reqwest::Error>(status)
         });
-        let (status, headers, body) = exchange.await??;
-        let mut response = Response::new(body);
-        *response.status_mut() = status;
-        *response.headers_mut() = headers;
-        Ok(response)
+        let failure = match exchange.await {
+            Ok(Ok(status)) if status.is_success() => return Ok(()),
+            Ok(Ok(status)) => format!("the collector answered {status}"),
+            Ok(Err(error)) => crate::util::error_chain(&error),
+            Err(error) => error.to_string(),
+        };
+        self.failures.increment(1);
+        Err(OTelSdkError::InternalFailure(failure))
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.resource = resource.clone();
     }
 }

@@ -139,3 +139,15 @@ pub async fn closed_endpoint() -> String {
     drop(listener);
     format!("http://{addr}")
 }
+
+/// An endpoint that takes every batch and answers 503 (a collector that refuses it).
+pub async fn refusing_endpoint() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = Router::new().route(
+        "/v1/traces",
+        post(|_: Bytes| async { StatusCode::SERVICE_UNAVAILABLE }),
+    );
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    format!("http://{addr}")
+}

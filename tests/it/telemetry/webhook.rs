@@ -2,13 +2,13 @@
 //! `traceparent`, its verification and store call beneath it, the context in the stream entry,
 //! the relay's attempt beneath that, and the worker handed the attempt's context. Then: a new
 //! root without an inbound header, nothing exported at ratio 0, an inbound trace not sampled
-//! followed at ratio 1, the ratio's share of new roots kept (with every kept span whole), and a
-//! collector that is down.
+//! followed at ratio 1, the ratio's share of new roots kept (with every kept span whole), a
+//! collector that is down, and one that refuses a batch.
 
 use std::time::Instant;
 
 use super::*;
-use crate::support::otlp::{closed_endpoint, CLIENT, SERVER};
+use crate::support::otlp::{closed_endpoint, refusing_endpoint, CLIENT, SERVER};
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT: &str = "00f067aa0ba902b7";
@@ -190,6 +190,19 @@ async fn a_collector_that_is_down_neither_fails_nor_slows_requests_and_is_counte
             started.elapsed()
         );
     }
+    an_export_failure_is_counted(&app).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_refuses_a_batch_is_counted_as_a_failure() {
+    let worker = RelayWorker::start().await;
+    let app = traced_app(&worker, refusing_endpoint().await, 1.0).await;
+    assert_eq!(post_event(&app, "evt_refused", &[]).await.status(), 200);
+    an_export_failure_is_counted(&app).await;
+}
+
+/// Awaits a failed export in `hookonce_telemetry_export_failures_total`.
+async fn an_export_failure_is_counted(app: &TestApp) {
     let failures = "hookonce_telemetry_export_failures_total";
     let deadline = Instant::now() + WAIT;
     while app.metric(failures, &[]).await < 1.0 {

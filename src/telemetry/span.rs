@@ -48,18 +48,15 @@ pub type Link = SpanContext;
 /// outbound messages pass the decision on and log lines name the trace) and records nothing, so
 /// its attributes are never made.
 pub struct Span {
+    /// A context whose span records (built by the SDK), or the context of a trace not sampled
+    /// (a span context only, which records nothing and whose end does nothing).
     context: Option<Context>,
-    /// Whether `context` holds a span of this process's SDK, to be written to and ended.
-    recording: bool,
 }
 
 impl Span {
     /// No span: telemetry is off.
     pub const fn none() -> Self {
-        Self {
-            context: None,
-            recording: false,
-        }
+        Self { context: None }
     }
 
     /// A server span for an inbound request: the child of its `traceparent` (and `tracestate`)
@@ -174,7 +171,6 @@ impl Span {
             .start_with_context(&tracer.sdk, &parent);
         Self {
             context: Some(parent.with_span(span)),
-            recording: true,
         }
     }
 
@@ -182,7 +178,6 @@ impl Span {
     fn unrecorded(context: Context) -> Self {
         Self {
             context: Some(context),
-            recording: false,
         }
     }
 
@@ -198,9 +193,9 @@ impl Span {
         }
     }
 
-    /// The span's context when it is a span of its own, to write to and end.
+    /// The span's context when its span records, to write to.
     fn recorded(&self) -> Option<&Context> {
-        self.context.as_ref().filter(|_| self.recording)
+        self.context.as_ref().filter(|cx| cx.span().is_recording())
     }
 
     /// Ends a server span with the status code its request was answered with.
@@ -241,8 +236,9 @@ impl Span {
         self.finish();
     }
 
+    /// Ends the span (nothing for a trace not sampled: its context has no span to end).
     fn finish(&mut self) {
-        if let Some(cx) = self.context.take().filter(|_| self.recording) {
+        if let Some(cx) = self.context.take() {
             cx.span().end();
         }
     }

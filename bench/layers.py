@@ -122,25 +122,34 @@ def crate_key(name):
     return head
 
 
-def self_costs(path):
-    """Self cost per function name (all files, all threads of the dump)."""
-    names, costs = {}, collections.Counter()
-    function, skip_next = None, False
+def compressed_name(line, table):
+    """The name a dump's `fn=`, `cfn=`, `ob=` or `cob=` line gives, `(N) name` defining the
+    number N for later lines of the same table, `(N)` alone using it."""
+    text = line.rstrip("\n").split("=", 1)[1]
+    m = re.match(r"\((\d+)\)(?: (.*))?$", text)
+    if not m:
+        return text
+    if m.group(2) is not None:
+        table[m.group(1)] = m.group(2)
+    return table.get(m.group(1), m.group(1))
+
+
+def self_costs(path, in_object=None):
+    """Self cost per function name (all files, all threads of the dump); with `in_object`, only
+    the functions of the object (executable or library) whose path ends so."""
+    functions, objects, costs = {}, {}, collections.Counter()
+    function, skip_next, counted = None, False, True
     with open(path, errors="replace") as dump:
         for line in dump:
-            if line.startswith("fn="):
-                m = re.match(r"fn=\((\d+)\)(?: (.*))?", line.rstrip("\n"))
-                if m:
-                    if m.group(2) is not None:
-                        names[m.group(1)] = m.group(2)
-                    function = names.get(m.group(1), m.group(1))
-                else:
-                    function = line[3:].rstrip("\n")
+            if line.startswith(("ob=", "cob=")):
+                name = compressed_name(line, objects)
+                if line.startswith("ob=") and in_object is not None:
+                    counted = name.endswith(in_object)
                 continue
-            if line.startswith("cfn="):
-                m = re.match(r"cfn=\((\d+)\)(?: (.*))?", line.rstrip("\n"))
-                if m and m.group(2) is not None:
-                    names[m.group(1)] = m.group(2)
+            if line.startswith(("fn=", "cfn=")):
+                name = compressed_name(line, functions)
+                if line.startswith("fn="):
+                    function = name
                 continue
             if line.startswith("calls="):
                 skip_next = True
@@ -150,7 +159,7 @@ def self_costs(path):
                     skip_next = False
                     continue
                 parts = line.split()
-                if len(parts) >= 2 and function is not None:
+                if len(parts) >= 2 and function is not None and counted:
                     costs[function] += int(parts[1])
     return costs
 

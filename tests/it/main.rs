@@ -15,6 +15,7 @@ mod crash;
 mod docs;
 mod hostile_config;
 mod hostile_http;
+mod link_order;
 mod partitions;
 mod providers;
 mod proxy;

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""The daemon's hot functions, hottest first, as the linker's symbol ordering file.
+
+    bench/hot_functions.py BINARY COMMIT DUMP… > build/hot-functions.txt
+
+Each DUMP is a callgrind dump of BINARY under load, written with `--demangle=no` so that its
+names are the symbols themselves (bench/hot-functions makes them). A function's weight is its
+share of its dump's instructions in BINARY, summed over the dumps, so that each workload counts
+alike however long it ran. Functions valgrind cannot run (those that use the CPU's SHA
+extensions, which it hides: the request path takes them on real hardware instead of the software
+rounds the dumps show) are taken from BINARY's symbol table and put first.
+"""
+
+import collections
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import layers  # noqa: E402  (bench/layers.py: the dump's self costs)
+
+# Symbols of code that runs natively where valgrind runs a software fallback: two-lane SHA-NI
+# (crates/sha256-pair) and the sha2 crate's SHA-NI rounds.
+NATIVE_ONLY = ("11sha256_pair5shani", "4sha26sha2563x86")
+
+
+def main():
+    binary, commit, dumps = sys.argv[1], sys.argv[2], sys.argv[3:]
+    symbols = subprocess.run(
+        ["nm", "--defined-only", binary], check=True, capture_output=True, text=True
+    ).stdout.split("\n")
+    # Code only (the symbol table's t, T, w and W): data has its own sections.
+    defined = {
+        parts[2] for parts in map(str.split, symbols) if len(parts) == 3 and parts[1] in "tTwW"
+    }
+    weight = collections.Counter()
+    for dump in dumps:
+        costs = layers.self_costs(dump, in_object=os.path.basename(binary))
+        total = sum(costs.values()) or 1
+        for name, cost in costs.items():
+            if name in defined:
+                weight[name] += cost / total
+    native = sorted(name for name in defined if any(part in name for part in NATIVE_ONLY))
+    print("# The daemon's hot functions in the order the linker places them (build.rs passes this")
+    print("# file to lld as --symbol-ordering-file): the request paths' code on a few hundred pages")
+    print("# instead of spread over the whole text section. Written by bench/hot-functions from")
+    print(f"# callgrind runs of the release build of {commit}; hottest first. A symbol the build does")
+    print("# not define (renamed, inlined, another profile) is skipped.")
+    for name in native:
+        print(name)
+    for name, _ in weight.most_common():
+        if name not in native:
+            print(name)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,5 +1,6 @@
 //! Build script: links the daemon's hot functions next to each other (build/link_order.rs says
-//! when and why; build/hot-functions.txt is the order).
+//! when and why; build/hot-functions.txt is the order, build/hot-functions-production.txt the
+//! production profile's).
 
 use std::env;
 use std::path::Path;
@@ -11,10 +12,18 @@ mod link_order;
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=build/link_order.rs");
-    println!("cargo:rerun-if-changed=build/hot-functions.txt");
     println!("cargo:rerun-if-env-changed=HOOKONCE_FUNCTION_ORDER");
     let manifest_dir = env::var("CARGO_MANIFEST_DIR").expect("Cargo sets CARGO_MANIFEST_DIR");
-    let order_file = Path::new(&manifest_dir).join("build/hot-functions.txt");
+    let out_dir = env::var("OUT_DIR").expect("Cargo sets OUT_DIR");
+    let order = link_order::order_file(Path::new(&out_dir));
+    let order_file = Path::new(&manifest_dir).join(order);
+    if !order_file.exists() {
+        // Nothing to order by (a checkout without the file): the linker's own order, until a
+        // file appears in build/.
+        println!("cargo:rerun-if-changed=build");
+        return;
+    }
+    println!("cargo:rerun-if-changed={order}");
     let target = env::var("TARGET").unwrap_or_default();
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
     let rustc_version = Command::new(rustc)

@@ -44,7 +44,8 @@ def main():
     print("# The daemon's hot functions in the order the linker places them (build.rs passes this")
     print("# file to lld as --symbol-ordering-file): the request paths' code on a few hundred pages")
     print("# instead of spread over the whole text section. Written by bench/hot-functions from")
-    print(f"# callgrind runs of the release build of {commit}; hottest first. A symbol the build does")
+    profile = os.path.basename(os.path.dirname(os.path.abspath(binary)))
+    print(f"# callgrind runs of the {profile} build of {commit}; hottest first. A symbol the build does")
     print("# not define (renamed, inlined, another profile) is skipped.")
     for name in native:
         print(name)

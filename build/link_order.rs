@@ -2,7 +2,8 @@
 //! build.rs passes them, tests/it/link_order.rs holds the conditions.
 //!
 //! build/hot-functions.txt lists the functions the request paths run, hottest first
-//! (bench/hot-functions writes it from callgrind runs). Given to lld as `--symbol-ordering-file`,
+//! (bench/hot-functions writes it from callgrind runs of the release build; the `production`
+//! profile's build has its own list). Given to lld as `--symbol-ordering-file`,
 //! they lie on a few hundred contiguous pages instead of being spread over the whole text
 //! section, which costs the CPU fewer instruction-cache and TLB misses per request. The order
 //! changes where code lies, never what it does. Only lld (and mold) take the option; since Rust
@@ -21,8 +22,25 @@ pub struct Build<'a> {
     pub rustflags: &'a str,
     /// `HOOKONCE_FUNCTION_ORDER`: `off` leaves the order to the linker.
     pub switch: Option<&'a str>,
-    /// The path of build/hot-functions.txt.
+    /// The order file for this build's profile ([`order_file`]).
     pub order_file: &'a str,
+}
+
+/// The order file for a build whose build script writes into `out_dir` (Cargo's `OUT_DIR`,
+/// `<target dir>/[<triple>/]<profile>/build/<package>-<hash>/out`): fat link-time
+/// optimisation inlines and renames most of the functions the release build keeps, so the
+/// `production` profile has an order of its own, `build/hot-functions-production.txt`; every
+/// other profile reads `build/hot-functions.txt`.
+pub fn order_file(out_dir: &std::path::Path) -> &'static str {
+    let profile = out_dir
+        .ancestors()
+        .nth(3)
+        .and_then(|dir| dir.file_name())
+        .and_then(|name| name.to_str());
+    match profile {
+        Some("production") => "build/hot-functions-production.txt",
+        _ => "build/hot-functions.txt",
+    }
 }
 
 /// The first release of Rust that links `x86_64-unknown-linux-gnu` with lld by default.

@@ -5,7 +5,9 @@
 #[path = "../../build/link_order.rs"]
 mod rules;
 
-use rules::{link_args, Build};
+use std::path::Path;
+
+use rules::{link_args, order_file, Build};
 
 const RUSTC_195: &str = "rustc 1.95.0 (59807616e 2026-04-14)\nbinary: rustc\nhost: \
                          x86_64-unknown-linux-gnu\nrelease: 1.95.0\nLLVM version: 22.1.2\n";
@@ -104,27 +106,74 @@ fn any_other_linker_gets_nothing() {
     }
 }
 
+#[test]
+fn the_production_profile_has_its_own_order() {
+    let cases = [
+        (
+            "/src/target/production/build/hookonce-0123abcd/out",
+            "build/hot-functions-production.txt",
+        ),
+        (
+            "/src/target/x86_64-unknown-linux-gnu/production/build/hookonce-0123abcd/out",
+            "build/hot-functions-production.txt",
+        ),
+        (
+            "/src/target/release/build/hookonce-0123abcd/out",
+            "build/hot-functions.txt",
+        ),
+        (
+            "/src/target/debug/build/hookonce-0123abcd/out",
+            "build/hot-functions.txt",
+        ),
+        // A directory named production further up is not the profile.
+        (
+            "/production/target/release/build/hookonce-0123abcd/out",
+            "build/hot-functions.txt",
+        ),
+        ("out", "build/hot-functions.txt"),
+    ];
+    for (out_dir, expected) in cases {
+        assert_eq!(order_file(Path::new(out_dir)), expected, "{out_dir}");
+    }
+}
+
 /// lld reads one symbol a line and skips lines that begin with `#`; a symbol holds no blank.
 #[test]
-fn the_order_file_is_one_symbol_a_line() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("build/hot-functions.txt");
-    let text = std::fs::read_to_string(&path).expect("build/hot-functions.txt");
+fn the_order_files_are_one_symbol_a_line() {
+    for file in [
+        "build/hot-functions.txt",
+        "build/hot-functions-production.txt",
+    ] {
+        order_file_is_one_symbol_a_line(file);
+    }
+}
+
+fn order_file_is_one_symbol_a_line(file: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let text = std::fs::read_to_string(&path).expect(file);
     let symbols: Vec<&str> = text.lines().filter(|line| !line.starts_with('#')).collect();
-    assert!(symbols.len() > 100, "{} symbols", symbols.len());
+    assert!(symbols.len() > 100, "{file}: {} symbols", symbols.len());
     for symbol in &symbols {
         assert!(
             !symbol.is_empty() && !symbol.contains(char::is_whitespace),
-            "{symbol:?}"
+            "{file}: {symbol:?}"
         );
     }
     let distinct: std::collections::HashSet<_> = symbols.iter().collect();
-    assert_eq!(distinct.len(), symbols.len(), "a symbol listed twice");
+    assert_eq!(
+        distinct.len(),
+        symbols.len(),
+        "{file}: a symbol listed twice"
+    );
     // The request path's own entry points are in it, under their linker names.
     for part in [
         "8httparse",
         "8hookonce7forward",
         "8hookonce8webhooks6ingest",
     ] {
-        assert!(symbols.iter().any(|symbol| symbol.contains(part)), "{part}");
+        assert!(
+            symbols.iter().any(|symbol| symbol.contains(part)),
+            "{file}: {part}"
+        );
     }
 }

@@ -4,7 +4,6 @@
 
 use std::env;
 use std::path::Path;
-use std::process::Command;
 
 #[path = "build/link_order.rs"]
 mod link_order;
@@ -24,25 +23,18 @@ fn main() {
         return;
     }
     println!("cargo:rerun-if-changed={order}");
-    let target = env::var("TARGET").unwrap_or_default();
-    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
-    let rustc_version = Command::new(rustc)
-        .arg("-vV")
-        .output()
-        .ok()
-        .filter(|output| output.status.success())
-        .map(|output| String::from_utf8_lossy(&output.stdout).into_owned());
-    let rustflags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
-    let switch = env::var("HOOKONCE_FUNCTION_ORDER").ok();
-    let build = link_order::Build {
+    let var = |name: &str| env::var(name).unwrap_or_default();
+    let (rustc, target, rustflags) = (var("RUSTC"), var("TARGET"), var("CARGO_ENCODED_RUSTFLAGS"));
+    let linker = env::var("RUSTC_LINKER").ok();
+    let link = link_order::Link {
+        rustc: if rustc.is_empty() { "rustc" } else { &rustc },
         target: &target,
-        rustc_version: rustc_version.as_deref(),
-        linker_configured: env::var_os("RUSTC_LINKER").is_some(),
+        linker: linker.as_deref(),
         rustflags: &rustflags,
-        switch: switch.as_deref(),
-        order_file: &order_file.to_string_lossy(),
+        scratch: Path::new(&out_dir),
     };
-    for arg in link_order::link_args(&build) {
+    let switch = env::var("HOOKONCE_FUNCTION_ORDER").ok();
+    for arg in link_order::link_args(switch.as_deref(), &order_file.to_string_lossy(), &link) {
         println!("cargo:rustc-link-arg-bin=hookonce={arg}");
     }
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The daemon's hot functions, hottest first, as the linker's symbol ordering file.
 
-    bench/hot_functions.py BINARY COMMIT DUMP… > build/hot-functions.txt
+    bench/hot_functions.py write BINARY COMMIT DUMP… > build/hot-functions.txt
+    bench/hot_functions.py check BINARY ORDER_FILE
+
 
 Each DUMP is a callgrind dump of BINARY under load, written with `--demangle=no` so that its
 names are the symbols themselves (bench/hot-functions makes them). A function's weight is its
@@ -9,6 +11,9 @@ share of its dump's instructions in BINARY, summed over the dumps, so that each 
 alike however long it ran. Functions valgrind cannot run (those that use the CPU's SHA
 extensions, which it hides: the request path takes them on real hardware instead of the software
 rounds the dumps show) are taken from BINARY's symbol table and put first.
+
+`check` says how many of ORDER_FILE's functions BINARY defines, and on how many 4 KiB pages
+they lie.
 """
 
 import collections
@@ -24,15 +29,22 @@ import layers  # noqa: E402  (bench/layers.py: the dump's self costs)
 NATIVE_ONLY = ("11sha256_pair5shani", "4sha26sha2563x86")
 
 
-def main():
-    binary, commit, dumps = sys.argv[1], sys.argv[2], sys.argv[3:]
-    symbols = subprocess.run(
-        ["nm", "--defined-only", binary], check=True, capture_output=True, text=True
-    ).stdout.split("\n")
-    # Code only (the symbol table's t, T, w and W): data has its own sections.
-    defined = {
-        parts[2] for parts in map(str.split, symbols) if len(parts) == 3 and parts[1] in "tTwW"
-    }
+def code_symbols(binary):
+    """BINARY's code symbols (the symbol table's t, T, w and W: data has its own sections), each
+    name with the address and size of every definition."""
+    listing = subprocess.run(
+        ["nm", "-S", "--defined-only", binary], check=True, capture_output=True, text=True
+    ).stdout
+    symbols = collections.defaultdict(list)
+    for parts in map(str.split, listing.splitlines()):
+        if len(parts) >= 3 and parts[-2] in "tTwW":
+            size = int(parts[1], 16) if len(parts) == 4 else 0
+            symbols[parts[-1]].append((int(parts[0], 16), size))
+    return symbols
+
+
+def write(binary, commit, dumps):
+    defined = code_symbols(binary)
     weight = collections.Counter()
     for dump in dumps:
         costs = layers.self_costs(dump, in_object=os.path.basename(binary))
@@ -52,6 +64,33 @@ def main():
     for name, _ in weight.most_common():
         if name not in native:
             print(name)
+
+
+def check(binary, order):
+    with open(order) as listed:
+        wanted = [line.strip() for line in listed if line.strip() and not line.startswith("#")]
+    defined = code_symbols(binary)
+    places = [place for name in wanted for place in defined.get(name, [])]
+    pages = {
+        page
+        for start, size in places
+        for page in range(start // 4096, (start + max(size, 1) - 1) // 4096 + 1)
+    }
+    found = sum(name in defined for name in wanted)
+    print(
+        f"{found} of {len(wanted)} hot functions defined in {binary}: "
+        f"{sum(size for _, size in places) // 1024} KiB on {len(pages)} pages of 4 KiB"
+    )
+
+
+def main():
+    command, binary, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
+    if command == "write":
+        write(binary, rest[0], rest[1:])
+    elif command == "check":
+        check(binary, rest[0])
+    else:
+        sys.exit(f"unknown command {command!r}: write or check")
 
 
 if __name__ == "__main__":

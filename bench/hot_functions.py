@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
 """The daemon's hot functions, hottest first, as the linker's symbol ordering file.
 
-    bench/hot_functions.py write BINARY COMMIT DUMP… > build/hot-functions.txt
-    bench/hot_functions.py check BINARY ORDER_FILE
+    bench/hot_functions.py write BINARY COMMIT DUMP… [--then DUMP…] > build/hot-functions.txt
+    bench/hot_functions.py check BINARY ORDER_FILE [LEAST]
 
 
 Each DUMP is a callgrind dump of BINARY under load, written with `--demangle=no` so that its
 names are the symbols themselves (bench/hot-functions makes them). A function's weight is its
 share of its dump's instructions in BINARY, summed over the dumps, so that each workload counts
-alike however long it ran. Functions valgrind cannot run (those that use the CPU's SHA
+alike however long it ran. The dumps after `--then` come second: their functions that the
+first dumps did not run follow all of those, ranked the same way, so that a second path's code
+(the relay's) does not spread the first paths' (the webhooks' and the proxy's) over more pages. Functions valgrind cannot run (those that use the CPU's SHA
 extensions, which it hides: the request path takes them on real hardware instead of the software
 rounds the dumps show) are taken from BINARY's symbol table and put first.
 
 `check` says how many of ORDER_FILE's functions BINARY defines, and on how many 4 KiB pages
-they lie.
+they lie; given LEAST (a share, 0.9), it warns and exits 1 when BINARY defines fewer: the order
+is stale (a toolchain or dependency update renames every function by its hash) and
+bench/hot-functions should write it again.
 """
 
 import collections
@@ -43,8 +47,9 @@ def code_symbols(binary):
     return symbols
 
 
-def write(binary, commit, dumps):
-    defined = code_symbols(binary)
+def ranked(binary, defined, dumps):
+    """The functions of `defined` that DUMPS ran, by their summed share of each dump, hottest
+    first."""
     weight = collections.Counter()
     for dump in dumps:
         costs = layers.self_costs(dump, in_object=os.path.basename(binary))
@@ -52,6 +57,14 @@ def write(binary, commit, dumps):
         for name, cost in costs.items():
             if name in defined:
                 weight[name] += cost / total
+    return [name for name, _ in weight.most_common()]
+
+
+def write(binary, commit, dumps, then=()):
+    defined = code_symbols(binary)
+    first = ranked(binary, defined, dumps)
+    seen = set(first)
+    order = first + [name for name in ranked(binary, defined, then) if name not in seen]
     native = sorted(name for name in defined if any(part in name for part in NATIVE_ONLY))
     print("# The daemon's hot functions in the order the linker places them (build.rs passes this")
     print("# file to lld as --symbol-ordering-file): the request paths' code on a few hundred pages")
@@ -59,14 +72,16 @@ def write(binary, commit, dumps):
     profile = os.path.basename(os.path.dirname(os.path.abspath(binary)))
     print(f"# callgrind runs of the {profile} build of {commit}; hottest first. A symbol the build does")
     print("# not define (renamed, inlined, another profile) is skipped.")
+    if then:
+        print(f"# The first {len(first)} ran in the first runs; the rest only in the later ones.")
     for name in native:
         print(name)
-    for name, _ in weight.most_common():
+    for name in order:
         if name not in native:
             print(name)
 
 
-def check(binary, order):
+def check(binary, order, least=None):
     with open(order) as listed:
         wanted = [line.strip() for line in listed if line.strip() and not line.startswith("#")]
     defined = code_symbols(binary)
@@ -81,14 +96,24 @@ def check(binary, order):
         f"{found} of {len(wanted)} hot functions defined in {binary}: "
         f"{sum(size for _, size in places) // 1024} KiB on {len(pages)} pages of 4 KiB"
     )
+    if least is not None and found < least * len(wanted):
+        print(
+            f"warning: {binary} defines only {found} of the {len(wanted)} functions of {order}: "
+            "the order is stale (a new toolchain or new dependencies rename functions by their "
+            "hash), and fewer hot functions lie together; run bench/hot-functions to write it again",
+            file=sys.stderr,
+        )
+        sys.exit(1)
 
 
 def main():
     command, binary, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
     if command == "write":
-        write(binary, rest[0], rest[1:])
+        dumps = rest[1:]
+        split = dumps.index("--then") if "--then" in dumps else len(dumps)
+        write(binary, rest[0], dumps[:split], dumps[split + 1 :])
     elif command == "check":
-        check(binary, rest[0])
+        check(binary, rest[0], float(rest[1]) if len(rest) > 1 else None)
     else:
         sys.exit(f"unknown command {command!r}: write or check")
 

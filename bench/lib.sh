@@ -36,12 +36,23 @@ log() { printf '==> %s\n' "$*" >&2; }
 build_release() { # hookonce, the load generator and the Kafka mock (tools/loadgen) in $PROFILE, one cargo build
     if [[ -n ${BENCH_NO_BUILD:-} && -x $HOOKONCE && -x $LOADGEN ]]; then
         log "BENCH_NO_BUILD: measuring the binaries already built"
-        return 0
+    else
+        local flags=(--locked --workspace --bin hookonce --bin hookonce-loadgen --bin hookonce-kafka-mock)
+        [[ $PROFILE == release ]] && flags+=(--release)
+        log "cargo build ${flags[*]}"
+        (cd "$ROOT" && cargo build "${flags[@]}") >&2
     fi
-    local flags=(--locked --workspace --bin hookonce --bin hookonce-loadgen --bin hookonce-kafka-mock)
-    [[ $PROFILE == release ]] && flags+=(--release)
-    log "cargo build ${flags[*]}"
-    (cd "$ROOT" && cargo build "${flags[@]}") >&2
+    [[ $PROFILE == release ]] && warn_stale_order "$HOOKONCE" "$ROOT/build/hot-functions.txt"
+    return 0
+}
+
+# warn_stale_order BINARY ORDER: a warning when BINARY defines less than nine tenths of the hot
+# functions ORDER lists (build.rs hands ORDER to the linker; a toolchain or dependency update
+# renames functions, and a build measured with a stale order is slower than the project's);
+# bench/hot-functions, which writes the order, sets HOT_FUNCTIONS_WRITING to skip it.
+warn_stale_order() {
+    [[ -z ${HOT_FUNCTIONS_WRITING:-} && -f $2 ]] || return 0
+    python3 "$ROOT/bench/hot_functions.py" check "$1" "$2" 0.9 >/dev/null || true
 }
 
 # build_baseline: bench/baseline's hookonce-baseline and hookonce-bare (release), unless

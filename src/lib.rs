@@ -26,6 +26,8 @@
 //! - [`sinks`]: where two-phase mode publishes: stdout, a file, NATS JetStream, HTTP.
 //! - [`metrics`]: every metric name in one place; [`outcome`]: the outcomes of a delivery.
 //! - [`provider_defaults`]: each provider's default dedup window and body dedup, below the fronts.
+//! - [`http_client`]: the pooled HTTP client of the outgoing hops (the proxy's upstream, the
+//!   relay's workers).
 //! - [`signing`]: the keyed MACs and the Standard Webhooks signer both the front and the relay use.
 //! - [`timer`]: a connection's timers (hyper's header-read timer, its requests' deadlines),
 //!   kept from request to request.
@@ -39,6 +41,7 @@ pub mod config;
 pub mod console;
 pub mod event;
 pub mod forward;
+pub mod http_client;
 pub mod ledger;
 pub mod metrics;
 pub mod outcome;

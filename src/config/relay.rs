@@ -153,6 +153,10 @@ impl RouteSettings {
         }
         validate_url(&self.url).map_err(|p| ConfigError::invalid(key("url"), p))?;
         super::endpoints::check_dial_port(&key("url"), &self.url)?;
+        // The relay reads it as a URL too (src/relay/route.rs): after the port's own message.
+        if url::Url::parse(&self.url).is_err() {
+            return Err(ConfigError::invalid(key("url"), not_a_url(&self.url)));
+        }
         self.validate_headers(name)?;
         if !(1..=4096).contains(&self.concurrency) {
             return Err(ConfigError::invalid(
@@ -222,12 +226,16 @@ fn validate_url(url: &str) -> Result<(), String> {
         .ok_or("must start with http:// or https://")?;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     if authority.is_empty() || url.parse::<http::Uri>().is_err() {
-        return Err(format!(
-            "{} is not a URL such as \"http://billing:8080/webhooks\"",
-            super::redact_url(url)
-        ));
+        return Err(not_a_url(url));
     }
     Ok(())
+}
+
+fn not_a_url(url: &str) -> String {
+    format!(
+        "{} is not a URL such as \"http://billing:8080/webhooks\"",
+        super::redact_url(url)
+    )
 }
 
 #[cfg(test)]
@@ -261,6 +269,8 @@ mod tests {
             ),
             ("url", Box::new(|s| s.url = "billing:8080".into())),
             ("url", Box::new(|s| s.url = "http://".into())),
+            // An HTTP URI, but not a URL: the relay's client could not send to it.
+            ("url", Box::new(|s| s.url = "http://256.1.1.1:8080/".into())),
             ("headers.Idempotency-Key", header("Idempotency-Key")),
             ("headers.content-type", header("content-type")),
             ("headers.X-Hookonce-Attempt", header("X-Hookonce-Attempt")),

@@ -22,13 +22,10 @@ use axum::http::uri::{self, Authority, Scheme};
 use axum::http::{header, request, HeaderMap, HeaderName, HeaderValue, Request, Response, Uri};
 use http_body_util::{LengthLimitError, Limited};
 use hyper::body::Incoming;
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::access::{Networks, X_FORWARDED_FOR};
 use crate::config::ProxySettings;
+use crate::http_client;
 use crate::telemetry;
 use crate::util::with_ip_text;
 
@@ -36,11 +33,6 @@ use crate::util::with_ip_text;
 // as text up only after parsing it, at every call.
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
-
-/// Idle pooled connections are closed after this long; below common upstream keep-alive
-/// timeouts would be ideal, but the upstream closing first is handled (the request is retried
-/// on a fresh connection when it was never sent).
-const POOL_IDLE: Duration = Duration::from_secs(60);
 
 /// Why an upstream exchange produced no response.
 #[derive(Debug, thiserror::Error)]
@@ -57,7 +49,7 @@ pub enum UpstreamError {
 
 /// One proxy's upstream: its base URL and connection pool.
 pub struct Upstream {
-    client: Client<HttpsConnector<HttpConnector>, Body>,
+    client: http_client::Pooled,
     /// `scheme://authority` plus the base path without its trailing slash.
     base: String,
     /// The upstream's scheme and authority when its URL has no path of its own (the common
@@ -74,19 +66,7 @@ pub struct Upstream {
 impl Upstream {
     /// The client for validated settings (the upstream URL was checked by `ProxySettings`).
     pub fn new(settings: &ProxySettings, body_limit: usize) -> Self {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(settings.upstream_timeout.0));
-        let connector = HttpsConnectorBuilder::new()
-            .with_webpki_roots()
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(POOL_IDLE)
-            .build(connector);
+        let client = http_client::pooled(Some(settings.upstream_timeout.0), usize::MAX);
         let base = settings.upstream.trim_end_matches('/').to_owned();
         let origin = origin_of(&base);
         let host = host_of(&base);

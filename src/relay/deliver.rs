@@ -3,10 +3,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use axum::body::Body;
+use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request};
+use http_body_util::BodyExt;
 
 use super::backoff::parse_retry_after;
 use super::route::{Route, RouteSource};
+use crate::http_client::{self, Pooled};
 use crate::store::StreamEntry;
 use crate::util::error_chain;
 
@@ -16,12 +19,10 @@ const KEPT_ANSWER: usize = 200;
 const READ_ANSWER: usize = 64 << 10;
 
 /// The HTTP client every route of a relay shares: pooled connections, no redirects (a worker
-/// that redirects is misconfigured, and following would resend the body elsewhere).
-pub fn client() -> reqwest::Result<reqwest::Client> {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .pool_max_idle_per_host(1024)
-        .build()
+/// that redirects is misconfigured, and following would resend the body elsewhere); each
+/// attempt's deadline (the route's `timeout`) bounds its connecting too.
+pub fn client() -> Pooled {
+    http_client::pooled(None, 1024)
 }
 
 /// Why an attempt did not succeed.
@@ -44,6 +45,11 @@ pub fn headers(
 ) -> HeaderMap {
     let credentials = route.credentials.load();
     let mut headers = credentials.headers.clone();
+    if let Some(basic) = &route.basic_auth {
+        headers
+            .entry(header::AUTHORIZATION)
+            .or_insert_with(|| basic.clone());
+    }
     let event_id = entry.text("event_id");
     let key = source.target.record_key_in(stream, &event_id);
     let content_type = entry
@@ -107,19 +113,17 @@ fn header_value(bytes: &[u8]) -> HeaderValue {
 
 /// One attempt. The error text never holds the URL (it may carry credentials).
 pub async fn attempt(
-    client: &reqwest::Client,
+    client: &Pooled,
     route: &Route,
     headers: HeaderMap,
     body: Vec<u8>,
 ) -> Result<(), Failure> {
+    let mut request = Request::new(Body::from(body));
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = route.url.clone();
+    *request.headers_mut() = headers;
     let exchange = async {
-        let response = client
-            .post(&route.url)
-            .headers(headers)
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| no_answer(e.without_url()))?;
+        let response = client.request(request).await.map_err(|e| no_answer(&e))?;
         let status = response.status();
         let retry_after = response
             .headers()
@@ -148,22 +152,26 @@ pub async fn attempt(
     }
 }
 
-fn no_answer(error: reqwest::Error) -> Failure {
+/// The error text of an attempt without an answer (hyper's errors never hold the URL).
+fn no_answer(error: &hyper_util::client::legacy::Error) -> Failure {
     Failure {
         status: None,
-        error: error_chain(&error),
+        error: error_chain(error),
         retry_after: None,
     }
 }
 
 /// Reads up to [`READ_ANSWER`] bytes of the answer, so that a small answer frees the connection
 /// for reuse and a huge one is not held in memory.
-async fn read_some(mut response: reqwest::Response) -> Vec<u8> {
+async fn read_some(response: http::Response<hyper::body::Incoming>) -> Vec<u8> {
+    let mut body = response.into_body();
     let mut kept = Vec::new();
-    while let Ok(Some(chunk)) = response.chunk().await {
-        kept.extend_from_slice(&chunk[..chunk.len().min(READ_ANSWER - kept.len())]);
-        if kept.len() >= READ_ANSWER {
-            break;
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Some(chunk) = frame.data_ref() {
+            kept.extend_from_slice(&chunk[..chunk.len().min(READ_ANSWER - kept.len())]);
+            if kept.len() >= READ_ANSWER {
+                break;
+            }
         }
     }
     kept

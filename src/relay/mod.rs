@@ -51,8 +51,6 @@ pub enum RelayError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Redis(#[from] RedisStartError),
-    #[error("cannot build the relay's HTTP client")]
-    Client(#[source] reqwest::Error),
 }
 
 /// Checks what `Settings::validate` cannot: each route's signing secret decodes.
@@ -81,7 +79,7 @@ impl Relay {
         let consumer = consumer_name();
         let scripts = Arc::new(RelayScripts::new());
         store.load(&scripts.all()).await?;
-        let client = deliver::client().map_err(RelayError::Client)?;
+        let client = deliver::client();
         let mut routes = Vec::new();
         for (name, route) in &settings.relay.routes {
             let route = Arc::new(Route::build(name, route, settings)?);

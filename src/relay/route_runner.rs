@@ -27,7 +27,7 @@ pub struct RouteRunner {
     pub metrics: Arc<RelayMetrics>,
     pub store: RedisStore,
     pub scripts: Arc<RelayScripts>,
-    pub client: reqwest::Client,
+    pub client: crate::http_client::Pooled,
     pub consumer: String,
     pub claim_idle: Duration,
 }

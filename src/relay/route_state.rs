@@ -30,7 +30,7 @@ pub(super) struct Shared {
     pub metrics: Arc<RelayMetrics>,
     pub store: RedisStore,
     pub scripts: Arc<RelayScripts>,
-    pub client: reqwest::Client,
+    pub client: crate::http_client::Pooled,
     pub consumer: String,
     pub claim_idle: Duration,
     /// Attempts in flight (`concurrency`).

@@ -146,6 +146,40 @@ async fn a_worker_receives_the_raw_body_and_the_hookonce_headers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_and_password_in_the_url_go_as_basic_auth_unless_the_route_sets_authorization() {
+    let worker = RelayWorker::start().await;
+    let with_user = |route: &str| {
+        worker
+            .url(route)
+            .replacen("http://", "http://us%40er:p%3Ass@", 1)
+    };
+    let mut bearer = route(&["stripe"], &with_user("bearer"));
+    bearer.headers = BTreeMap::from([(
+        "Authorization".to_owned(),
+        Secret::literal("Bearer t0k").unwrap(),
+    )]);
+    let app = serve(vec![
+        ("basic", route(&["stripe"], &with_user("basic"))),
+        ("bearer", bearer),
+    ])
+    .await;
+    send(&app, "evt_auth", "invoice.paid").await;
+    let wanted = ["evt_auth".to_owned()];
+    worker.wait_acknowledged("basic", &wanted, 10).await;
+    worker.wait_acknowledged("bearer", &wanted, 10).await;
+    // RFC 7617: base64 of "us@er:p:ss", the URL's parts percent-decoded.
+    assert_eq!(
+        worker.to("basic").remove(0).header("authorization"),
+        "Basic dXNAZXI6cDpzcw=="
+    );
+    assert_eq!(
+        worker.to("bearer").remove(0).header("authorization"),
+        "Bearer t0k"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signed_deliveries_verify_by_the_standard_webhooks_rules() {
     const SIGNING: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
     let worker = RelayWorker::start().await;

@@ -27,7 +27,7 @@
 //! - [`metrics`]: every metric name in one place; [`outcome`]: the outcomes of a delivery.
 //! - [`provider_defaults`]: each provider's default dedup window and body dedup, below the fronts.
 //! - [`http_client`]: the pooled HTTP client of the outgoing hops (the proxy's upstream, the
-//!   relay's workers).
+//!   relay's workers, the HTTP sink).
 //! - [`signing`]: the keyed MACs and the Standard Webhooks signer both the front and the relay use.
 //! - [`timer`]: a connection's timers (hyper's header-read timer, its requests' deadlines),
 //!   kept from request to request.

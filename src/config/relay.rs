@@ -151,12 +151,7 @@ impl RouteSettings {
                 "a glob must not be empty (omit event_types for every event)",
             ));
         }
-        validate_url(&self.url).map_err(|p| ConfigError::invalid(key("url"), p))?;
-        super::endpoints::check_dial_port(&key("url"), &self.url)?;
-        // The relay reads it as a URL too (src/relay/route.rs): after the port's own message.
-        if url::Url::parse(&self.url).is_err() {
-            return Err(ConfigError::invalid(key("url"), not_a_url(&self.url)));
-        }
+        check_http_url(&key("url"), &self.url)?;
         self.validate_headers(name)?;
         if !(1..=4096).contains(&self.concurrency) {
             return Err(ConfigError::invalid(
@@ -217,6 +212,19 @@ impl RouteSettings {
         }
         Ok(())
     }
+}
+
+/// Checks `url` (the value of `key`) as the daemon's HTTP client will send to it
+/// (src/http_client.rs): an `http` or `https` URL with a host and a port it can dial, that
+/// reads both as a URL and as an HTTP URI.
+pub(super) fn check_http_url(key: &str, url: &str) -> Result<(), ConfigError> {
+    validate_url(url).map_err(|p| ConfigError::invalid(key, p))?;
+    super::endpoints::check_dial_port(key, url)?;
+    // After the port's own message, which a port past 65535 would otherwise get from here.
+    if url::Url::parse(url).is_err() {
+        return Err(ConfigError::invalid(key, not_a_url(url)));
+    }
+    Ok(())
 }
 
 fn validate_url(url: &str) -> Result<(), String> {

@@ -67,13 +67,10 @@ impl SinkSettings {
         if let Some(url) = &self.url {
             if self.kind == SinkKind::Rabbitmq {
                 super::sink_amqp::check_url(url)?;
-            } else if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(ConfigError::invalid(
-                    "sink.url",
-                    "must start with http:// or https://",
-                ));
+                super::endpoints::check_dial_port("sink.url", url)?;
+            } else {
+                super::relay::check_http_url("sink.url", url)?;
             }
-            super::endpoints::check_dial_port("sink.url", url)?;
         }
         if let Some(exchange) = &self.exchange {
             super::sink_amqp::check_exchange(exchange)?;

@@ -5,7 +5,6 @@ use std::time::{Duration, SystemTime};
 
 use axum::body::Body;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request};
-use http_body_util::BodyExt;
 
 use super::backoff::parse_retry_after;
 use super::route::{Route, RouteSource};
@@ -130,7 +129,7 @@ pub async fn attempt(
             .get(http::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, SystemTime::now()));
-        let answer = read_some(response).await;
+        let answer = http_client::read_some(response, READ_ANSWER).await;
         if status.is_success() {
             return Ok(());
         }
@@ -159,20 +158,4 @@ fn no_answer(error: &hyper_util::client::legacy::Error) -> Failure {
         error: error_chain(error),
         retry_after: None,
     }
-}
-
-/// Reads up to [`READ_ANSWER`] bytes of the answer, so that a small answer frees the connection
-/// for reuse and a huge one is not held in memory.
-async fn read_some(response: http::Response<hyper::body::Incoming>) -> Vec<u8> {
-    let mut body = response.into_body();
-    let mut kept = Vec::new();
-    while let Some(Ok(frame)) = body.frame().await {
-        if let Some(chunk) = frame.data_ref() {
-            kept.extend_from_slice(&chunk[..chunk.len().min(READ_ANSWER - kept.len())]);
-            if kept.len() >= READ_ANSWER {
-                break;
-            }
-        }
-    }
-    kept
 }

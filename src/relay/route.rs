@@ -4,15 +4,13 @@
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
-use percent_encoding::percent_decode_str;
 
 use super::backoff::Backoff;
 use super::credentials::Credentials;
 use super::stream_keys;
 use crate::config::{ConfigError, RouteSettings, RouteStart, Settings};
 use crate::forward::Target;
+use crate::http_client;
 
 /// What a route knows of one source it reads.
 pub struct RouteSource {
@@ -59,7 +57,7 @@ impl Route {
         let credentials = Credentials::build(name, route)?;
         // Validation took it as a URL already; the message never holds it (it may carry
         // credentials).
-        let (url, basic_auth) = target(&route.url)
+        let (url, basic_auth) = http_client::target(&route.url)
             .map_err(|problem| ConfigError::invalid(format!("relay.routes.{name}.url"), problem))?;
         let mut per_source = Vec::new();
         for source in &route.sources {
@@ -112,34 +110,6 @@ impl Route {
     pub fn source(&self, name: &str) -> Option<&RouteSource> {
         self.per_source.iter().find(|s| s.name == name)
     }
-}
-
-/// A route's URL as its attempts send it: the URI without user and password, and those as an
-/// `Authorization: Basic` value (RFC 7617: `user:password` in base64, each percent-decoded).
-fn target(text: &str) -> Result<(http::Uri, Option<http::HeaderValue>), String> {
-    let mut url = url::Url::parse(text).map_err(|e| format!("is not a URL: {e}"))?;
-    let basic_auth = if url.username().is_empty() && url.password().is_none() {
-        None
-    } else {
-        let decode = |part: &str| percent_decode_str(part).decode_utf8_lossy().into_owned();
-        let pair = format!(
-            "{}:{}",
-            decode(url.username()),
-            decode(url.password().unwrap_or_default())
-        );
-        let mut value = http::HeaderValue::try_from(format!("Basic {}", BASE64.encode(pair)))
-            .map_err(|_| "has a user or password that is not a header value".to_owned())?;
-        value.set_sensitive(true);
-        // Neither fails on a URL with a host, which validation asked for.
-        let _ = url.set_username("");
-        let _ = url.set_password(None);
-        Some(value)
-    };
-    let uri = url
-        .as_str()
-        .parse::<http::Uri>()
-        .map_err(|_| "is not an HTTP URI".to_owned())?;
-    Ok((uri, basic_auth))
 }
 
 /// `*` matches any run of characters (dots included), `?` exactly one; the rest literally.

@@ -6,15 +6,31 @@
 
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
+use axum::body::Body;
+use http::header::{AUTHORIZATION, CONTENT_TYPE};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 
 use super::{Message, Sink, SinkError};
 use crate::config::{ConfigError, SinkSettings};
+use crate::http_client::{self, Pooled};
 use crate::util::BoxFuture;
 
+const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+const SOURCE: HeaderName = HeaderName::from_static("x-hookonce-source");
+const PROVIDER: HeaderName = HeaderName::from_static("x-hookonce-provider");
+const EVENT_ID: HeaderName = HeaderName::from_static("x-hookonce-event-id");
+const EVENT_TYPE: HeaderName = HeaderName::from_static("x-hookonce-event-type");
+const RECEIVED_AT: HeaderName = HeaderName::from_static("x-hookonce-received-at");
+
+/// The most of a worker's answer that is read, so that its connection can be reused.
+const READ_ANSWER: usize = 64 << 10;
+
 pub struct HttpSink {
-    client: reqwest::Client,
-    url: String,
+    client: Pooled,
+    url: Uri,
+    /// `sink.headers`, and `Authorization: Basic` from the URL's user and password unless
+    /// those set one.
+    headers: HeaderMap,
     timeout: Duration,
 }
 
@@ -30,47 +46,55 @@ impl HttpSink {
             value.set_sensitive(true);
             headers.insert(name, value);
         }
+        let url = settings.url.as_deref().expect("validated: url is set");
+        let (url, basic_auth) = http_client::target(url)
+            .map_err(|problem| ConfigError::invalid("sink.url", problem))?;
+        if let Some(basic) = basic_auth {
+            headers.entry(AUTHORIZATION).or_insert(basic);
+        }
         let timeout = settings.timeout();
-        let client = reqwest::Client::builder()
-            .default_headers(headers)
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .build()
-            .map_err(|e| ConfigError::invalid("sink.url", e.to_string()))?;
         Ok(Self {
-            client,
-            url: settings.url.clone().expect("validated: url is set"),
+            client: http_client::pooled(Some(timeout), usize::MAX),
+            url,
+            headers,
             timeout,
         })
     }
 
     async fn send(&self, message: &Message) -> Result<String, SinkError> {
-        let mut request = self
-            .client
-            .post(&self.url)
-            .header("Idempotency-Key", &message.dedup_key)
-            .header("X-Hookonce-Source", &message.source)
-            .header("X-Hookonce-Provider", message.provider)
-            .header("X-Hookonce-Event-Id", &message.event_id)
-            .header("X-Hookonce-Event-Type", &message.event_type)
-            .header("X-Hookonce-Received-At", message.received_at_ms)
-            .body(message.body.clone());
+        let mut request = Request::new(Body::from(message.body.clone()));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = self.url.clone();
+        let headers = request.headers_mut();
+        *headers = self.headers.clone();
+        let text = |value: &str| {
+            HeaderValue::from_str(value).map_err(|_| SinkError::Header("a field of the event"))
+        };
+        headers.insert(IDEMPOTENCY_KEY, text(&message.dedup_key)?);
+        headers.insert(SOURCE, text(&message.source)?);
+        headers.insert(PROVIDER, HeaderValue::from_static(message.provider));
+        headers.insert(EVENT_ID, text(&message.event_id)?);
+        headers.insert(EVENT_TYPE, text(&message.event_type)?);
+        headers.insert(RECEIVED_AT, HeaderValue::from(message.received_at_ms));
         if let Some(content_type) = &message.content_type {
-            request = request.header(CONTENT_TYPE, content_type);
+            headers.insert(CONTENT_TYPE, text(content_type)?);
         }
         for (name, value) in crate::telemetry::current_headers() {
-            request = request.header(name, value);
+            headers.insert(HeaderName::from_static(name), text(&value)?);
         }
-        let response = request.send().await.map_err(|e| {
-            if e.is_timeout() {
-                SinkError::Timeout(self.timeout)
-            } else {
-                // reqwest's text ends with the URL, query and credentials included, and this
-                // error is logged at WARN on every failed delivery.
-                SinkError::Http(e.without_url())
-            }
-        })?;
-        let status = response.status();
+        let exchange = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(SinkError::Http)?;
+            let status = response.status();
+            http_client::read_some(response, READ_ANSWER).await;
+            Ok(status)
+        };
+        let status = tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| SinkError::Timeout(self.timeout))??;
         if status.is_success() {
             Ok(format!("http:{}", status.as_u16()))
         } else {

@@ -41,7 +41,9 @@ pub enum SinkError {
     #[error("worker answered HTTP {0}")]
     Status(u16),
     #[error("worker request failed")]
-    Http(#[source] reqwest::Error),
+    Http(#[source] hyper_util::client::legacy::Error),
+    #[error("worker request not sent: {0} is not a valid header value")]
+    Header(&'static str),
     #[error("sink did not acknowledge within {0:?}")]
     Timeout(std::time::Duration),
 }

@@ -75,6 +75,9 @@ fn configuration_error_cases() -> &'static [Case] {
         ("[sink]\npath = \"/tmp/x\"\nkind = \"stdout\"\n", &[], "sink.path"),
         ("[sink]\nkind = \"http\"\n", &[], "sink.url"),
         ("[sink]\nkind = \"http\"\nurl = \"ftp://worker\"\n", &[], "sink.url"),
+        // An HTTP URI, but not a URL the client can send to.
+        ("[sink]\nkind = \"http\"\nurl = \"http://256.1.1.1/hook\"\n", &[], "sink.url"),
+        ("[sink]\nkind = \"http\"\nurl = \"http://\"\n", &[], "sink.url"),
         ("[sink]\nkind = \"nats\"\nnats_url = \"nats://x:4222\"\nurl = \"http://x\"\n", &[], "sink.url"),
         ("[sink]\nkind = \"nats\"\nnats_url = \"nats://x:4222\"\nlease = \"0s\"\n", &[], "sink.lease"),
         ("[sink]\nkind = \"file\"\n", &[], "sink.path"),

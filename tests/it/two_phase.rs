@@ -328,7 +328,67 @@ async fn a_request_timeout_does_not_strand_or_repeat_a_publish(backend: Backend)
     assert_eq!(worker.received().len(), 1);
 }
 
+/// A worker that does not answer within `sink.timeout` is a failed publish: 503, the claim
+/// released, and the provider's retry delivers again.
+async fn a_worker_silent_past_the_sink_timeout_releases_the_claim(backend: Backend) {
+    let worker = Worker::start().await;
+    let mut sink = http_sink(&worker, secs(30));
+    sink.timeout = Some(secs(1));
+    let t = TestApp::builder(backend)
+        .sink(|s| *s = sink)
+        .server(|s| s.request_timeout = secs(20))
+        .start()
+        .await;
+    worker.hold();
+    let started = std::time::Instant::now();
+    let timed_out = t.deliver("github", b"{}", &with_id("silent-1")).await;
+    assert_eq!(timed_out.status(), 503);
+    let waited = started.elapsed();
+    assert!(
+        (Duration::from_millis(900)..Duration::from_secs(5)).contains(&waited),
+        "{waited:?}"
+    );
+    assert_eq!(t.stored(), 0, "the claim was not released");
+    worker.release();
+    let retry = deliver_until_accepted(&t, "github", b"{}", "silent-1").await;
+    assert_ne!(
+        retry
+            .headers()
+            .get("idempotency-replayed")
+            .map(|v| v.as_bytes()),
+        Some(&b"true"[..])
+    );
+    assert_eq!(worker.received().len(), 2);
+}
+
+/// A user and password in `sink.url` go as `Authorization: Basic`, unless `sink.headers` sets
+/// an `Authorization` of its own.
+async fn the_sink_urls_user_and_password_go_as_basic_auth(backend: Backend) {
+    let worker = Worker::start().await;
+    let mut sink = http_sink(&worker, secs(30));
+    sink.headers.clear();
+    sink.url = Some(
+        worker
+            .url()
+            .replacen("http://", "http://us%40er:p%3Ass@", 1),
+    );
+    let t = start(backend, sink).await;
+    assert_eq!(
+        t.deliver("github", b"{}", &with_id("basic-1"))
+            .await
+            .status(),
+        200
+    );
+    // RFC 7617: base64 of "us@er:p:ss", the URL's parts percent-decoded.
+    assert_eq!(
+        worker.received()[0].headers["authorization"],
+        "Basic dXNAZXI6cDpzcw=="
+    );
+}
+
 both_backends!(
+    a_worker_silent_past_the_sink_timeout_releases_the_claim,
+    the_sink_urls_user_and_password_go_as_basic_auth,
     a_request_timeout_does_not_strand_or_repeat_a_publish,
     http_worker_gets_one_post_per_event,
     a_slow_worker_makes_concurrent_deliveries_in_flight,

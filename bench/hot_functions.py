@@ -10,9 +10,10 @@ names are the symbols themselves (bench/hot-functions makes them). A function's 
 share of its dump's instructions in BINARY, summed over the dumps, so that each workload counts
 alike however long it ran. The dumps after `--then` come second: their functions that the
 first dumps did not run follow all of those, ranked the same way, so that a second path's code
-(the relay's) does not spread the first paths' (the webhooks' and the proxy's) over more pages. Functions valgrind cannot run (those that use the CPU's SHA
-extensions, which it hides: the request path takes them on real hardware instead of the software
-rounds the dumps show) are taken from BINARY's symbol table and put first.
+(the relay's) does not spread the first paths' (the webhooks' and the proxy's) over more pages.
+Functions valgrind cannot run (those that use the CPU's SHA extensions, which it hides: the
+request path takes them on real hardware instead of the software rounds the dumps show) are
+taken from BINARY's symbol table and put first.
 
 `check` says how many of ORDER_FILE's functions BINARY defines, and on how many 4 KiB pages
 they lie; given LEAST (a share, 0.9), it warns and exits 1 when BINARY defines fewer: the order
@@ -99,8 +100,9 @@ def check(binary, order, least=None):
     if least is not None and found < least * len(wanted):
         print(
             f"warning: {binary} defines only {found} of the {len(wanted)} functions of {order}: "
-            "the order is stale (a new toolchain or new dependencies rename functions by their "
-            "hash), and fewer hot functions lie together; run bench/hot-functions to write it again",
+            "the order is stale (functions renamed by a toolchain or dependency update, which "
+            "changes their hash, or by a change to the code), and fewer hot functions lie "
+            "together; run bench/hot-functions to write it again",
             file=sys.stderr,
         )
         sys.exit(1)

@@ -1,7 +1,7 @@
 //! The HTTP client of the daemon's outgoing hops to a team's own services: the proxy's upstream,
-//! the relay's workers and the HTTP sink. One pool of keep-alive HTTP/1.1 connections, plain or TLS (rustls,
-//! the public CAs), `TCP_NODELAY` on, no redirects followed (a worker or upstream that redirects
-//! is misconfigured, and following would resend the body elsewhere).
+//! the relay's workers and the HTTP sink. One pool of keep-alive HTTP/1.1 connections, plain or
+//! TLS (rustls, the public CAs), `TCP_NODELAY` on, no redirects followed (a worker or upstream
+//! that redirects is misconfigured, and following would resend the body elsewhere).
 //!
 //! hyper's own pooled client rather than reqwest's: reqwest parses each request's URL from text
 //! twice more (its redirect layer and its response) and runs it through layers these hops do not

@@ -46,6 +46,19 @@ pub fn pooled(connect_timeout: Option<Duration>, max_idle_per_host: usize) -> Po
         .build(connector)
 }
 
+/// A `POST` of `body` to `uri` with `headers`.
+pub fn post(
+    uri: http::Uri,
+    headers: http::HeaderMap,
+    body: impl Into<Body>,
+) -> http::Request<Body> {
+    let mut request = http::Request::new(body.into());
+    *request.method_mut() = http::Method::POST;
+    *request.uri_mut() = uri;
+    *request.headers_mut() = headers;
+    request
+}
+
 /// A URL as requests are sent to it: the URI without user and password, and those as an
 /// `Authorization: Basic` value (RFC 7617: `user:password` in base64, each percent-decoded), as
 /// reqwest sends them. The error never holds the URL (it may carry credentials).

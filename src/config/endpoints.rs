@@ -78,6 +78,38 @@ pub fn check_dial_port(key: &str, url: &str) -> Result<(), ConfigError> {
     ))
 }
 
+/// Checks `url` (the value of `key`) as the daemon's HTTP client will send to it
+/// (src/http_client.rs): an `http` or `https` URL with a host and a port it can dial, that
+/// reads both as a URL and as an HTTP URI.
+pub fn check_http_url(key: &str, url: &str) -> Result<(), ConfigError> {
+    validate_url(url).map_err(|p| ConfigError::invalid(key, p))?;
+    check_dial_port(key, url)?;
+    // After the port's own message, which a port past 65535 would otherwise get from here.
+    if url::Url::parse(url).is_err() {
+        return Err(ConfigError::invalid(key, not_a_url(url)));
+    }
+    Ok(())
+}
+
+fn validate_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or("must start with http:// or https://")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.is_empty() || url.parse::<http::Uri>().is_err() {
+        return Err(not_a_url(url));
+    }
+    Ok(())
+}
+
+fn not_a_url(url: &str) -> String {
+    format!(
+        "{} is not a URL such as \"http://billing:8080/webhooks\"",
+        redact_url(url)
+    )
+}
+
 /// Refuses a static header that would frame the request (see [`FRAMING_HEADERS`]).
 pub fn check_static_header(key: &str, name: &str) -> Result<(), ConfigError> {
     if FRAMING_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {

@@ -151,7 +151,7 @@ impl RouteSettings {
                 "a glob must not be empty (omit event_types for every event)",
             ));
         }
-        check_http_url(&key("url"), &self.url)?;
+        super::endpoints::check_http_url(&key("url"), &self.url)?;
         self.validate_headers(name)?;
         if !(1..=4096).contains(&self.concurrency) {
             return Err(ConfigError::invalid(
@@ -212,38 +212,6 @@ impl RouteSettings {
         }
         Ok(())
     }
-}
-
-/// Checks `url` (the value of `key`) as the daemon's HTTP client will send to it
-/// (src/http_client.rs): an `http` or `https` URL with a host and a port it can dial, that
-/// reads both as a URL and as an HTTP URI.
-pub(super) fn check_http_url(key: &str, url: &str) -> Result<(), ConfigError> {
-    validate_url(url).map_err(|p| ConfigError::invalid(key, p))?;
-    super::endpoints::check_dial_port(key, url)?;
-    // After the port's own message, which a port past 65535 would otherwise get from here.
-    if url::Url::parse(url).is_err() {
-        return Err(ConfigError::invalid(key, not_a_url(url)));
-    }
-    Ok(())
-}
-
-fn validate_url(url: &str) -> Result<(), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"))
-        .ok_or("must start with http:// or https://")?;
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if authority.is_empty() || url.parse::<http::Uri>().is_err() {
-        return Err(not_a_url(url));
-    }
-    Ok(())
-}
-
-fn not_a_url(url: &str) -> String {
-    format!(
-        "{} is not a URL such as \"http://billing:8080/webhooks\"",
-        super::redact_url(url)
-    )
 }
 
 #[cfg(test)]

@@ -69,7 +69,7 @@ impl SinkSettings {
                 super::sink_amqp::check_url(url)?;
                 super::endpoints::check_dial_port("sink.url", url)?;
             } else {
-                super::relay::check_http_url("sink.url", url)?;
+                super::endpoints::check_http_url("sink.url", url)?;
             }
         }
         if let Some(exchange) = &self.exchange {

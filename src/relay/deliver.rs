@@ -3,8 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use axum::body::Body;
-use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request};
+use http::{header, HeaderMap, HeaderName, HeaderValue};
 
 use super::backoff::parse_retry_after;
 use super::route::{Route, RouteSource};
@@ -117,10 +116,7 @@ pub async fn attempt(
     headers: HeaderMap,
     body: Vec<u8>,
 ) -> Result<(), Failure> {
-    let mut request = Request::new(Body::from(body));
-    *request.method_mut() = Method::POST;
-    *request.uri_mut() = route.url.clone();
-    *request.headers_mut() = headers;
+    let request = http_client::post(route.url.clone(), headers, body);
     let exchange = async {
         let response = client.request(request).await.map_err(|e| no_answer(&e))?;
         let status = response.status();

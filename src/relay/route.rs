@@ -30,7 +30,6 @@ pub struct Route {
     pub sources: Vec<String>,
     pub per_source: Vec<RouteSource>,
     globs: Vec<Vec<char>>,
-    /// Parsed once here: a `&str` would be parsed again by every attempt.
     /// Where attempts go, parsed once here; without the URL's user and password, which go as
     /// `basic_auth`.
     pub url: http::Uri,

@@ -6,9 +6,8 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
 use http::header::{AUTHORIZATION, CONTENT_TYPE};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
+use http::{HeaderMap, HeaderName, HeaderValue, Uri};
 
 use super::{Message, Sink, SinkError};
 use crate::config::{ConfigError, SinkSettings};
@@ -62,11 +61,7 @@ impl HttpSink {
     }
 
     async fn send(&self, message: &Message) -> Result<String, SinkError> {
-        let mut request = Request::new(Body::from(message.body.clone()));
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = self.url.clone();
-        let headers = request.headers_mut();
-        *headers = self.headers.clone();
+        let mut headers = self.headers.clone();
         let text = |value: &str| {
             HeaderValue::from_str(value).map_err(|_| SinkError::Header("a field of the event"))
         };
@@ -82,6 +77,7 @@ impl HttpSink {
         for (name, value) in crate::telemetry::current_headers() {
             headers.insert(HeaderName::from_static(name), text(&value)?);
         }
+        let request = http_client::post(self.url.clone(), headers, message.body.clone());
         let exchange = async {
             let response = self
                 .client

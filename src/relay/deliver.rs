@@ -3,6 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, HeaderValue};
 
 use super::backoff::parse_retry_after;
@@ -114,7 +115,7 @@ pub async fn attempt(
     client: &Pooled,
     route: &Route,
     headers: HeaderMap,
-    body: Vec<u8>,
+    body: Bytes,
 ) -> Result<(), Failure> {
     let request = http_client::post(route.url.clone(), headers, body);
     let exchange = async {

@@ -113,7 +113,7 @@ impl Job {
             },
         );
         span.inject(&mut headers);
-        let body = self.entry.field("body").unwrap_or_default().to_vec();
+        let body = self.entry.shared("body");
         let started = Instant::now();
         let result = deliver::attempt(&shared.client, &shared.route, headers, body).await;
         if let Err(failure) = &result {

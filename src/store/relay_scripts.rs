@@ -10,6 +10,7 @@
 //! Ownership is checked inside the scripts (`XPENDING` for the ID names this consumer), so a
 //! relay whose entry was taken over never refreshes, retries or dead-letters it.
 
+use bytes::Bytes;
 use redis::Value;
 
 use super::{with_timeout, RedisStore, Script, StoreError};
@@ -56,7 +57,7 @@ const META: [&str; 6] = [
 
 /// An entry's own fields without the dead-letter ones, and the ID of the original stream entry
 /// (its `entry_id` field when it has one, else `id`): the Rust twin of `COPY_HELPERS`.
-fn original(id: &str, fields: &[(String, Vec<u8>)]) -> (Vec<(String, Vec<u8>)>, String) {
+fn original(id: &str, fields: &[(String, Bytes)]) -> (Vec<(String, Bytes)>, String) {
     let mut entry_id = id.to_owned();
     let mut out = Vec::with_capacity(fields.len());
     for (name, value) in fields {
@@ -243,7 +244,7 @@ impl RelayScripts {
         if reply.is_empty() {
             return Ok(false);
         }
-        let entry = super::streams::entries(&Value::Array(vec![Value::Array(reply)]))?;
+        let entry = super::streams::entries(Value::Array(vec![Value::Array(reply)]))?;
         let fields = entry.first().map(|e| e.fields.as_slice()).unwrap_or(&[]);
         let (mut fields, entry_id) = original(id, fields);
         let status = why.last_status.map(|s| s.to_string()).unwrap_or_default();
@@ -255,7 +256,7 @@ impl RelayScripts {
             ("last_error", why.last_error.to_owned()),
             ("dead_lettered_at", why.now_ms.to_string()),
         ] {
-            fields.push((name.to_owned(), value.into_bytes()));
+            fields.push((name.to_owned(), Bytes::from(value)));
         }
         store.append(dead_letters, &fields).await?;
         let mut call = store.script(&self.ack_owned, 1);
@@ -319,7 +320,7 @@ impl RelayScripts {
                     continue;
                 };
                 let (mut fields, entry_id) = original(id, &entry.fields);
-                fields.push(("entry_id".to_owned(), entry_id.into_bytes()));
+                fields.push(("entry_id".to_owned(), Bytes::from(entry_id)));
                 store.append(replays, &fields).await?;
                 if delete {
                     store.delete_entries(from, std::slice::from_ref(id)).await?;
@@ -366,10 +367,10 @@ mod tests {
 
     #[test]
     fn a_copy_keeps_the_entry_fields_and_the_first_entry_id() {
-        let text = |pairs: &[(&str, &str)]| -> Vec<(String, Vec<u8>)> {
+        let text = |pairs: &[(&str, &str)]| -> Vec<(String, Bytes)> {
             pairs
                 .iter()
-                .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                .map(|(k, v)| (k.to_string(), Bytes::copy_from_slice(v.as_bytes())))
                 .collect()
         };
         let letter = text(&[

@@ -6,16 +6,19 @@
 
 use std::time::Duration;
 
-use super::connection::Connection;
+use bytes::Bytes;
 use redis::Value;
+
+use super::connection::Connection;
 
 use super::{with_timeout, RedisStore, StoreError};
 
-/// One entry of a stream: its ID and its fields in order.
+/// One entry of a stream: its ID and its fields in order. A value is the reply's own buffer,
+/// shared rather than copied: a relay attempt sends the body as it was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamEntry {
     pub id: String,
-    pub fields: Vec<(String, Vec<u8>)>,
+    pub fields: Vec<(String, Bytes)>,
 }
 
 impl StreamEntry {
@@ -24,7 +27,16 @@ impl StreamEntry {
         self.fields
             .iter()
             .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_slice())
+            .map(|(_, v)| &v[..])
+    }
+
+    /// Field `name`'s value, shared (empty when absent).
+    pub fn shared(&self, name: &str) -> Bytes {
+        self.fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
     }
 
     /// Field `name` as text (lossy), empty when absent.
@@ -53,8 +65,9 @@ fn text(value: &Value) -> Option<String> {
     }
 }
 
-/// `[[id, [field, value, …]], …]`; an entry whose fields are nil (deleted) has none.
-pub(super) fn entries(value: &Value) -> Result<Vec<StreamEntry>, StoreError> {
+/// `[[id, [field, value, …]], …]`; an entry whose fields are nil (deleted) has none. The
+/// values are moved out of the reply, not copied.
+pub(super) fn entries(value: Value) -> Result<Vec<StreamEntry>, StoreError> {
     let Value::Array(items) = value else {
         return Ok(Vec::new());
     };
@@ -63,15 +76,22 @@ pub(super) fn entries(value: &Value) -> Result<Vec<StreamEntry>, StoreError> {
         let Value::Array(pair) = item else {
             return Err(StoreError::Protocol(format!("stream entry {item:?}")));
         };
-        let id = pair
-            .first()
-            .and_then(text)
-            .ok_or_else(|| StoreError::Protocol(format!("stream entry {pair:?}")))?;
+        let mut pair = pair.into_iter();
+        let id = pair.next().as_ref().and_then(text);
+        let Some(id) = id else {
+            return Err(StoreError::Protocol(
+                "stream entry without an ID".to_owned(),
+            ));
+        };
         let mut fields = Vec::new();
-        if let Some(Value::Array(flat)) = pair.get(1) {
-            for kv in flat.chunks(2) {
-                if let [Value::BulkString(k), Value::BulkString(v)] = kv {
-                    fields.push((String::from_utf8_lossy(k).into_owned(), v.clone()));
+        if let Some(Value::Array(flat)) = pair.next() {
+            fields.reserve(flat.len() / 2);
+            let mut flat = flat.into_iter();
+            while let (Some(k), Some(v)) = (flat.next(), flat.next()) {
+                if let (Value::BulkString(k), Value::BulkString(v)) = (k, v) {
+                    let name = String::from_utf8(k)
+                        .unwrap_or_else(|k| String::from_utf8_lossy(k.as_bytes()).into_owned());
+                    fields.push((name, Bytes::from(v)));
                 }
             }
         }
@@ -148,8 +168,10 @@ impl RedisStore {
                 .query_async(&mut connection)
                 .await?;
             match reply {
-                Value::Array(streams) => match streams.first() {
-                    Some(Value::Array(pair)) => entries(pair.get(1).unwrap_or(&Value::Nil)),
+                Value::Array(streams) => match streams.into_iter().next() {
+                    Some(Value::Array(pair)) => {
+                        entries(pair.into_iter().nth(1).unwrap_or(Value::Nil))
+                    }
                     _ => Ok(Vec::new()),
                 },
                 _ => Ok(Vec::new()),
@@ -182,9 +204,11 @@ impl RedisStore {
                 .arg(count)
                 .query_async(&mut connection)
                 .await?;
-            let next = reply.first().and_then(text).unwrap_or_else(|| "0-0".into());
-            let claimed = entries(reply.get(1).unwrap_or(&Value::Nil))?;
-            let deleted = match reply.get(2) {
+            let mut reply = reply.into_iter();
+            let next = reply.next().as_ref().and_then(text);
+            let next = next.unwrap_or_else(|| "0-0".into());
+            let claimed = entries(reply.next().unwrap_or(Value::Nil))?;
+            let deleted = match reply.next() {
                 Some(Value::Array(ids)) => ids.iter().filter_map(text).collect(),
                 _ => Vec::new(),
             };
@@ -249,7 +273,7 @@ impl RedisStore {
                 .arg(count)
                 .query_async(&mut connection)
                 .await?;
-            entries(&reply)
+            entries(reply)
         };
         with_timeout(self.timeout, call).await
     }
@@ -258,14 +282,14 @@ impl RedisStore {
     pub async fn append(
         &self,
         stream: &str,
-        fields: &[(String, Vec<u8>)],
+        fields: &[(String, Bytes)],
     ) -> Result<String, StoreError> {
         let mut connection = self.connection.clone();
         let call = async move {
             let mut command = redis::cmd("XADD");
             command.arg(stream).arg("*");
             for (name, value) in fields {
-                command.arg(name).arg(value.as_slice());
+                command.arg(name).arg(&value[..]);
             }
             Ok(command.query_async::<String>(&mut connection).await?)
         };

@@ -1,5 +1,5 @@
-//! The HTTP client of the daemon's outgoing hops to a team's own services: the proxy's upstream,
-//! the relay's workers and the HTTP sink. One pool of keep-alive HTTP/1.1 connections, plain or
+//! The HTTP client of the daemon's outgoing HTTP hops: the proxy's upstream, the relay's workers,
+//! the HTTP sink and the telemetry export. One pool of keep-alive HTTP/1.1 connections, plain or
 //! TLS (rustls, the public CAs), `TCP_NODELAY` on, no redirects followed (a worker or upstream
 //! that redirects is misconfigured, and following would resend the body elsewhere).
 //!

@@ -1,7 +1,8 @@
 //! The one redaction of credential-bearing URLs, for everything that prints or logs a URL.
 //!
-//! A URL is parsed with the `url` crate, as redis-rs, async-nats and reqwest parse it, so that
-//! what is hidden is at least what those clients would send as a credential:
+//! A URL is parsed with the `url` crate, as redis-rs, async-nats and the daemon's HTTP client
+//! (`http_client::target`) parse it, so that what is hidden is at least what those clients would
+//! send as a credential:
 //! - the whole userinfo (`user:password@`, and NATS's `token@`) becomes `[redacted]@`;
 //! - a query is shown up to its first parameter whose (decoded) name looks like a credential
 //!   (`pass`, `user`, `token`, `secret`, `key`, `auth`, `sig`, …): that value and everything after

@@ -1,6 +1,6 @@
 //! The tracer of the process: a parent-based sampler, a bounded batch processor and the
 //! OTLP/HTTP protobuf exporter, which encodes each batch itself (`otlp.rs`) and posts it through
-//! the project's own reqwest client on the daemon's runtime. A collector that is down costs a
+//! the daemon's own HTTP client (`http_client.rs`) on the daemon's runtime. A collector that is down costs a
 //! failed export in the background, counted in `hookonce_telemetry_export_failures_total`; a
 //! request never waits for it.
 
@@ -16,6 +16,7 @@ use opentelemetry_sdk::trace::{
 use opentelemetry_sdk::Resource;
 
 use crate::config::TelemetrySettings;
+use crate::http_client::{self, Pooled};
 
 /// The spans waiting for export at most; beyond it new spans are dropped, so a dead collector
 /// holds a bounded amount of memory.
@@ -23,6 +24,9 @@ const MAX_QUEUE: usize = 2048;
 const MAX_BATCH: usize = 512;
 /// One export's upper bound, connection and answer included.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How much of the collector's answer is read: enough for any partial-success message, so that
+/// the connection serves the next export.
+const READ_ANSWER: usize = 64 * 1024;
 
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 pub(super) static TRACER: OnceLock<Tracer> = OnceLock::new();
@@ -41,8 +45,9 @@ pub(super) struct Tracer {
 /// Why telemetry could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
-    #[error("telemetry.otlp_endpoint: cannot build the HTTP client")]
-    Client(#[source] reqwest::Error),
+    /// Validation refuses such an endpoint first; this is for a caller that skipped it.
+    #[error("telemetry.otlp_endpoint {0}")]
+    Endpoint(String),
     #[error("telemetry needs a Tokio runtime to export from")]
     NoRuntime(#[source] tokio::runtime::TryCurrentError),
 }
@@ -61,15 +66,11 @@ pub fn install(
         return Ok(());
     }
     let runtime = tokio::runtime::Handle::try_current().map_err(InstallError::NoRuntime)?;
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(EXPORT_TIMEOUT)
-        .build()
-        .map_err(InstallError::Client)?;
+    let (uri, _) = http_client::target(&url).map_err(InstallError::Endpoint)?;
     let exporter = OtlpHttp {
-        client,
+        client: http_client::pooled(Some(EXPORT_TIMEOUT), 1),
         runtime,
-        url,
+        uri,
         resource: Resource::builder_empty().build(),
         failures,
     };
@@ -114,13 +115,14 @@ pub fn shutdown() {
 
 /// The exporter: each batch encoded as one `ExportTraceServiceRequest` and posted to
 /// `{otlp_endpoint}/v1/traces` as `application/x-protobuf`, on the daemon's runtime (the batch
-/// processor exports from a thread of its own, where reqwest has no reactor). An export that does
-/// not reach the collector, or that it does not accept (an answer other than 2xx), is counted.
+/// processor exports from a thread of its own, which has no reactor). An export that does not
+/// reach the collector within [`EXPORT_TIMEOUT`], or that it does not accept (an answer other
+/// than 2xx), is counted.
 #[derive(Debug)]
 struct OtlpHttp {
-    client: reqwest::Client,
+    client: Pooled,
     runtime: tokio::runtime::Handle,
-    url: String,
+    uri: http::Uri,
     /// The provider's resource, given by the SDK before the first export.
     resource: Resource,
     failures: metrics::Counter,
@@ -130,22 +132,29 @@ impl SpanExporter for OtlpHttp {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
         let body = super::otlp::encode(&self.resource, &batch);
         drop(batch);
-        let call = self
-            .client
-            .post(&self.url)
-            .header(http::header::CONTENT_TYPE, "application/x-protobuf")
-            .body(body);
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/x-protobuf"),
+        );
+        let request = http_client::post(self.uri.clone(), headers, body);
+        let client = self.client.clone();
+        // Everything that needs the runtime (the timer, the connection) is made inside the task:
+        // this thread is the batch processor's own.
         let exchange = self.runtime.spawn(async move {
-            let response = call.send().await?;
-            let status = response.status();
-            // Read to its end, so that the connection serves the next export.
-            response.bytes().await?;
-            Ok::<_, reqwest::Error>(status)
+            let exchange = async {
+                let response = client.request(request).await?;
+                let status = response.status();
+                http_client::read_some(response, READ_ANSWER).await;
+                Ok::<_, hyper_util::client::legacy::Error>(status)
+            };
+            tokio::time::timeout(EXPORT_TIMEOUT, exchange).await
         });
         let failure = match exchange.await {
-            Ok(Ok(status)) if status.is_success() => return Ok(()),
-            Ok(Ok(status)) => format!("the collector answered {status}"),
-            Ok(Err(error)) => crate::util::error_chain(&error),
+            Ok(Ok(Ok(status))) if status.is_success() => return Ok(()),
+            Ok(Ok(Ok(status))) => format!("the collector answered {status}"),
+            Ok(Ok(Err(error))) => crate::util::error_chain(&error),
+            Ok(Err(_)) => format!("no answer within {EXPORT_TIMEOUT:?}"),
             Err(error) => error.to_string(),
         };
         self.failures.increment(1);

@@ -3,7 +3,7 @@
 //! carried in stream entries and sent on every outbound message.
 //!
 //! `export.rs` installs the one tracer of the process (the batch processor, the exporter over the
-//! project's reqwest client, the export failures counted), `otlp.rs` writes a batch as the OTLP
+//! daemon's own HTTP client, the export failures counted), `otlp.rs` writes a batch as the OTLP
 //! protobuf it posts; `span.rs` is what the fronts, the
 //! relay and the sinks call. Off, every call there is one check of a `OnceLock` and nothing else:
 //! no span is built, no context is read or written.

@@ -140,6 +140,26 @@ pub async fn closed_endpoint() -> String {
     format!("http://{addr}")
 }
 
+/// An endpoint that accepts connections, reads what is sent and never answers (a collector that
+/// hangs). The connections are held for as long as the test runs.
+pub async fn silent_endpoint() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut sink = [0u8; 4096];
+                while let Ok(n) = tokio::io::AsyncReadExt::read(&mut socket, &mut sink).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
 /// An endpoint that takes every batch and answers 503 (a collector that refuses it).
 pub async fn refusing_endpoint() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

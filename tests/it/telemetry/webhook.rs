@@ -3,12 +3,12 @@
 //! the relay's attempt beneath that, and the worker handed the attempt's context. Then: a new
 //! root without an inbound header, nothing exported at ratio 0, an inbound trace not sampled
 //! followed at ratio 1, the ratio's share of new roots kept (with every kept span whole), a
-//! collector that is down, and one that refuses a batch.
+//! collector that is down, one that refuses a batch and one that never answers.
 
 use std::time::Instant;
 
 use super::*;
-use crate::support::otlp::{closed_endpoint, refusing_endpoint, CLIENT, SERVER};
+use crate::support::otlp::{closed_endpoint, refusing_endpoint, silent_endpoint, CLIENT, SERVER};
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT: &str = "00f067aa0ba902b7";
@@ -199,6 +199,22 @@ async fn a_collector_that_refuses_a_batch_is_counted_as_a_failure() {
     let app = traced_app(&worker, refusing_endpoint().await, 1.0).await;
     assert_eq!(post_event(&app, "evt_refused", &[]).await.status(), 200);
     an_export_failure_is_counted(&app).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_never_answers_is_counted_once_the_export_bound_passes() {
+    let worker = RelayWorker::start().await;
+    let app = traced_app(&worker, silent_endpoint().await, 1.0).await;
+    let started = Instant::now();
+    assert_eq!(post_event(&app, "evt_hung", &[]).await.status(), 200);
+    assert!(started.elapsed() < Duration::from_secs(1));
+    // The export gives up after its 5 s bound; WAIT (10 s) leaves room for the batch interval.
+    an_export_failure_is_counted(&app).await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 /// Awaits a failed export in `hookonce_telemetry_export_failures_total`.

@@ -373,7 +373,7 @@ impl Runner for ScriptRunner {
             links.first(),
             links.clone(),
             || {
-                vec![
+                [
                     KeyValue::new("db.system.name", "redis"),
                     KeyValue::new("hookonce.source", lane.source.clone()),
                     KeyValue::new("hookonce.requests", items.len() as i64),

@@ -219,7 +219,7 @@ impl Proxy {
         started: Instant,
     ) -> Response<Body> {
         let span = telemetry::Span::server("proxy", request.headers(), || {
-            vec![
+            [
                 KeyValue::new("hookonce.proxy", self.name.clone()),
                 KeyValue::new("http.request.method", request.method().to_string()),
             ]
@@ -370,7 +370,7 @@ impl Proxy {
             detail,
         } = reply;
         let response = self.answer(outcome, ending);
-        telemetry::annotate_current(|| vec![KeyValue::new("hookonce.outcome", outcome.label())]);
+        telemetry::annotate_current(|| [KeyValue::new("hookonce.outcome", outcome.label())]);
         let seconds = started.elapsed().as_secs_f64();
         self.metrics.request(outcome, seconds);
         let status = response.status().as_u16();

@@ -144,7 +144,7 @@ impl Upstream {
         });
         match &result {
             Ok(response) => span.set(|| {
-                vec![opentelemetry::KeyValue::new(
+                [opentelemetry::KeyValue::new(
                     "http.response.status_code",
                     i64::from(response.status().as_u16()),
                 )]

@@ -104,7 +104,7 @@ impl Job {
             telemetry::Kind::Client,
             self.entry.field(telemetry::TRACEPARENT),
             || {
-                vec![
+                [
                     KeyValue::new("hookonce.route", shared.route.name.to_string()),
                     KeyValue::new("hookonce.source", source.name.to_string()),
                     KeyValue::new("hookonce.event_id", self.entry.text("event_id").to_string()),

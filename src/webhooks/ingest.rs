@@ -192,11 +192,9 @@ impl Ingest {
     }
 
     async fn process_traced(&self, request: Received) -> Response {
+        // The source is named as the request ends (`annotate`), as its log line names it.
         let span = telemetry::Span::server("webhook", &request.headers, || {
-            vec![
-                KeyValue::new("hookonce.source", request.source.clone()),
-                KeyValue::new("http.request.method", "POST"),
-            ]
+            [KeyValue::new("http.request.method", "POST")]
         });
         let response = telemetry::within(&span, self.process_in_span(request)).await;
         span.answered(response.status().as_u16());
@@ -403,7 +401,10 @@ pub fn status_of(outcome: Outcome) -> StatusCode {
     }
 }
 
-/// Writes what came of the request onto its span (the current one), when that span records.
+/// Writes what came of the request onto its span (the current one), when that span records:
+/// the source as its log line names it (`_unknown` for a name not configured), the outcome and
+/// the event ID. The status code is set as the span is answered (`Span::answered`): a key
+/// appears once in a span's attributes.
 fn annotate(source: &str, reply: &Reply, status: StatusCode) {
     let cx = opentelemetry::Context::current();
     let span = cx.span();
@@ -415,10 +416,6 @@ fn annotate(source: &str, reply: &Reply, status: StatusCode) {
     if let Some(event_id) = &reply.event_id {
         span.set_attribute(KeyValue::new("hookonce.event_id", event_id.clone()));
     }
-    span.set_attribute(KeyValue::new(
-        "http.response.status_code",
-        i64::from(status.as_u16()),
-    ));
     if status.is_server_error() {
         span.set_status(opentelemetry::trace::Status::error(reply.outcome.label()));
     }

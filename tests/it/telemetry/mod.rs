@@ -41,7 +41,8 @@ async fn traced_app(worker: &RelayWorker, endpoint: String, sample_ratio: f64) -
         .await
 }
 
-/// Awaits the span named `name` of trace `trace_id`.
+/// Awaits the span named `name` of trace `trace_id`, whose attribute keys are unique (OTLP: a
+/// key appears once in a span's attributes).
 async fn span_of(collector: &Collector, name: &str, trace_id: &str) -> ReceivedSpan {
     let find = || {
         collector
@@ -54,7 +55,13 @@ async fn span_of(collector: &Collector, name: &str, trace_id: &str) -> ReceivedS
         async move { found }
     })
     .await;
-    find().unwrap()
+    let span = find().unwrap();
+    let mut keys: Vec<&str> = span.attributes.iter().map(|(k, _)| k.as_str()).collect();
+    keys.sort_unstable();
+    let count = keys.len();
+    keys.dedup();
+    assert_eq!(keys.len(), count, "a key set twice: {span:?}");
+    span
 }
 
 /// Signs and posts a stripe event with `extra` headers.

@@ -338,20 +338,17 @@ pub fn link_of(link: &Link) -> String {
 /// instructions, a fifteenth of its telemetry.
 fn traceparent(context: &SpanContext, flags: u8) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    fn push(out: &mut Vec<u8>, bytes: &[u8]) {
-        for byte in bytes {
-            out.push(HEX[usize::from(byte >> 4)]);
-            out.push(HEX[usize::from(byte & 0xf)]);
-        }
+    let mut out = *b"00-00000000000000000000000000000000-0000000000000000-00";
+    let ids = context.trace_id().to_bytes();
+    let span = context.span_id().to_bytes();
+    let bytes = ids.iter().chain(&span).chain([&flags]);
+    // The positions of the 25 bytes' digit pairs: after "00-", after the first '-', the last.
+    let places = (3..35).step_by(2).chain((36..52).step_by(2)).chain([53]);
+    for (byte, at) in bytes.zip(places) {
+        out[at] = HEX[usize::from(byte >> 4)];
+        out[at + 1] = HEX[usize::from(byte & 0xf)];
     }
-    let mut out = Vec::with_capacity(55);
-    out.extend_from_slice(b"00-");
-    push(&mut out, &context.trace_id().to_bytes());
-    out.push(b'-');
-    push(&mut out, &context.span_id().to_bytes());
-    out.push(b'-');
-    push(&mut out, &[flags]);
-    String::from_utf8(out).unwrap_or_default()
+    std::str::from_utf8(&out).unwrap_or_default().to_owned()
 }
 
 /// What the SDK's `TraceContextPropagator::inject_context` writes, without its `format!` and its
@@ -418,8 +415,17 @@ pub fn current_ids() -> Option<(String, String)> {
 struct Headers<'a>(&'a HeaderMap);
 
 impl Extractor for Headers<'_> {
+    /// The propagator asks for its two headers by name: those are looked up by a name made at
+    /// compile time, not parsed from the text at every request.
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
+        const PARENT: HeaderName = HeaderName::from_static(TRACEPARENT);
+        const STATE: HeaderName = HeaderName::from_static("tracestate");
+        let value = match key {
+            TRACEPARENT => self.0.get(PARENT),
+            "tracestate" => self.0.get(STATE),
+            other => self.0.get(other),
+        };
+        value.and_then(|v| v.to_str().ok())
     }
 
     fn keys(&self) -> Vec<&str> {

@@ -338,17 +338,17 @@ pub fn link_of(link: &Link) -> String {
 /// instructions, a fifteenth of its telemetry.
 fn traceparent(context: &SpanContext, flags: u8) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = *b"00-00000000000000000000000000000000-0000000000000000-00";
-    let ids = context.trace_id().to_bytes();
-    let span = context.span_id().to_bytes();
-    let bytes = ids.iter().chain(&span).chain([&flags]);
-    // The positions of the 25 bytes' digit pairs: after "00-", after the first '-', the last.
-    let places = (3..35).step_by(2).chain((36..52).step_by(2)).chain([53]);
-    for (byte, at) in bytes.zip(places) {
-        out[at] = HEX[usize::from(byte >> 4)];
-        out[at + 1] = HEX[usize::from(byte & 0xf)];
+    fn hex(out: &mut [u8], bytes: &[u8]) {
+        for (pair, byte) in out.chunks_exact_mut(2).zip(bytes) {
+            pair[0] = HEX[usize::from(byte >> 4)];
+            pair[1] = HEX[usize::from(byte & 0xf)];
+        }
     }
-    std::str::from_utf8(&out).unwrap_or_default().to_owned()
+    let mut out = *b"00-00000000000000000000000000000000-0000000000000000-00";
+    hex(&mut out[3..35], &context.trace_id().to_bytes());
+    hex(&mut out[36..52], &context.span_id().to_bytes());
+    hex(&mut out[53..55], &[flags]);
+    String::from_utf8(out.to_vec()).unwrap_or_default()
 }
 
 /// What the SDK's `TraceContextPropagator::inject_context` writes, without its `format!` and its

@@ -402,9 +402,8 @@ pub fn status_of(outcome: Outcome) -> StatusCode {
 }
 
 /// Writes what came of the request onto its span (the current one), when that span records:
-/// the source as its log line names it (`_unknown` for a name not configured), the outcome and
-/// the event ID. The status code is set as the span is answered (`Span::answered`): a key
-/// appears once in a span's attributes.
+/// the source as its log line names it, the outcome and the event ID. The status code is set as
+/// the span is answered (`Span::answered`): a key appears once in a span's attributes.
 fn annotate(source: &str, reply: &Reply, status: StatusCode) {
     let cx = opentelemetry::Context::current();
     let span = cx.span();

@@ -40,8 +40,8 @@ impl From<Kind> for SpanKind {
 }
 
 /// Room for the attributes a span is given after it starts (what came of its work: the webhook
-/// span's outcome, event ID and status code), so that adding them does not grow its list: a
-/// grown list cost a sampled request two reallocations, 1 000 instructions.
+/// span's source, outcome, event ID and status code), so that adding them does not grow its
+/// list: a grown list cost a sampled request two reallocations, 1 000 instructions.
 const ADDED_LATER: usize = 4;
 
 /// A span's first attributes, in a list with [`ADDED_LATER`] places to spare (the SDK keeps the

@@ -10,7 +10,6 @@ use bytes::Bytes;
 use redis::Value;
 
 use super::connection::Connection;
-
 use super::{with_timeout, RedisStore, StoreError};
 
 /// One entry of a stream: its ID and its fields in order. A value is the reply's own buffer,

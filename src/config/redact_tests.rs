@@ -1,5 +1,6 @@
 //! Tests of URL redaction: each form a credential takes, and a property test that whatever
-//! redis-rs, async-nats or the daemon's HTTP client would send as a credential never survives redaction.
+//! redis-rs, async-nats or the daemon's HTTP client would send as a credential never survives
+//! redaction.
 
 use std::str::FromStr;
 

@@ -74,9 +74,7 @@ impl HttpSink {
         if let Some(content_type) = &message.content_type {
             headers.insert(CONTENT_TYPE, text(content_type)?);
         }
-        for (name, value) in crate::telemetry::current_headers() {
-            headers.insert(HeaderName::from_static(name), text(&value)?);
-        }
+        crate::telemetry::inject_current(&mut headers);
         let request = http_client::post(self.url.clone(), headers, message.body.clone());
         let exchange = async {
             let response = self

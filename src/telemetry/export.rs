@@ -1,8 +1,8 @@
 //! The tracer of the process: a parent-based sampler, a bounded batch processor and the
 //! OTLP/HTTP protobuf exporter, which encodes each batch itself (`otlp.rs`) and posts it through
-//! the daemon's own HTTP client (`http_client.rs`) on the daemon's runtime. A collector that is down costs a
-//! failed export in the background, counted in `hookonce_telemetry_export_failures_total`; a
-//! request never waits for it.
+//! the daemon's own HTTP client (`http_client.rs`) on the daemon's runtime. A collector that is
+//! down costs a failed export in the background, counted in
+//! `hookonce_telemetry_export_failures_total`; a request never waits for it.
 
 use std::sync::OnceLock;
 use std::time::Duration;

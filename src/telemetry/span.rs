@@ -355,18 +355,26 @@ fn traceparent(context: &SpanContext, flags: u8) -> String {
 /// header-name parsing: `traceparent` with the sampled flag alone, and `tracestate` (empty when
 /// the context has none), for a valid context; nothing otherwise.
 fn inject_into(cx: &Context, headers: &mut HeaderMap) {
+    for (name, value) in context_values(cx) {
+        if let Ok(value) = HeaderValue::try_from(value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
+}
+
+/// The `traceparent` and `tracestate` values of `cx`'s span as the propagator writes them; none
+/// for an invalid context.
+fn context_values(cx: &Context) -> Vec<(&'static str, String)> {
     let span = cx.span();
     let context = span.span_context();
     if !context.is_valid() {
-        return;
+        return Vec::new();
     }
     let flags = (context.trace_flags() & TraceFlags::SAMPLED).to_u8();
-    if let Ok(value) = HeaderValue::try_from(traceparent(context, flags)) {
-        headers.insert(HeaderName::from_static(TRACEPARENT), value);
-    }
-    if let Ok(value) = HeaderValue::try_from(context.trace_state().header()) {
-        headers.insert(HeaderName::from_static("tracestate"), value);
-    }
+    vec![
+        (TRACEPARENT, traceparent(context, flags)),
+        ("tracestate", context.trace_state().header()),
+    ]
 }
 
 /// Writes the current span's `traceparent` (and `tracestate`) into `headers` (an outbound
@@ -379,20 +387,12 @@ pub fn inject_current(headers: &mut HeaderMap) {
 }
 
 /// The current span's `traceparent` (and `tracestate`) as header pairs, for a message whose
-/// headers are not an `http::HeaderMap` (NATS); empty when telemetry is off.
+/// headers are not an `http::HeaderMap` (NATS, RabbitMQ, Kafka); empty when telemetry is off.
 pub fn current_headers() -> Vec<(&'static str, String)> {
     if !enabled() {
         return Vec::new();
     }
-    let mut headers = HeaderMap::new();
-    inject_current(&mut headers);
-    ["traceparent", "tracestate"]
-        .into_iter()
-        .filter_map(|name| {
-            let value = headers.get(name)?.to_str().ok()?;
-            Some((name, value.to_owned()))
-        })
-        .collect()
+    context_values(&Context::current())
 }
 
 /// The trace and span IDs of the current span, for a log line; `None` when telemetry is off or
